@@ -1,0 +1,69 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the contract. Backends wrap them with context; callers
+// test for them with errors.Is.
+var (
+	// ErrNotFound: the process a Ref names does not exist in the sandbox (its
+	// state was removed, or it never existed there).
+	ErrNotFound = errors.New("env: process not found")
+
+	// ErrUnsupported: the Environment cannot do what was asked (a PTY on a
+	// backend without one, re-attach of a process that was not detached, …).
+	// Capabilities says in advance what is supported.
+	ErrUnsupported = errors.New("env: not supported by this backend")
+
+	// ErrSandboxGone: the sandbox itself (container, host) disappeared; its
+	// processes are lost.
+	ErrSandboxGone = errors.New("env: sandbox is gone")
+
+	// ErrReleased: the Environment was closed or the Process handle released.
+	ErrReleased = errors.New("env: used after release")
+
+	// ErrExited: the operation needs a running process, and it has already
+	// exited. Signal returns it when the process ended before the signal
+	// could be delivered; Wait then reports the real status.
+	ErrExited = errors.New("env: process already exited")
+
+	// ErrInvalidSpec: the Spec was rejected before anything ran. The error is
+	// a *SpecError naming the field.
+	ErrInvalidSpec = errors.New("env: invalid spec")
+
+	// ErrDirNotFound: the working directory does not exist (or is not a
+	// directory) in the sandbox. It also matches ErrInvalidSpec.
+	ErrDirNotFound = errors.New("env: working directory not found")
+
+	// ErrStdinClosed: stdin was not requested in the Spec, or was closed.
+	ErrStdinClosed = errors.New("env: stdin is closed")
+
+	// ErrUnavailable: the backend cannot be reached right now (a plugin
+	// process died, a connection dropped and is being re-established). The
+	// process may still be running; retrying later may succeed.
+	ErrUnavailable = errors.New("env: backend unavailable")
+)
+
+// SpecError reports a Spec field that was rejected. It matches
+// ErrInvalidSpec, and Err when set (for example ErrDirNotFound).
+type SpecError struct {
+	Field  string // Spec field name, e.g. "Dir"
+	Value  string // the offending value, quoted in the message
+	Reason string // what is wrong and what to do
+	Err    error  // optional, more specific sentinel
+}
+
+func (e *SpecError) Error() string {
+	if e.Value != "" {
+		return fmt.Sprintf("invalid spec: %s %q: %s", e.Field, e.Value, e.Reason)
+	}
+	return fmt.Sprintf("invalid spec: %s: %s", e.Field, e.Reason)
+}
+
+// Is makes every SpecError match ErrInvalidSpec.
+func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
+// Unwrap returns the more specific sentinel, if any.
+func (e *SpecError) Unwrap() error { return e.Err }

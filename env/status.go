@@ -1,0 +1,38 @@
+package env
+
+import "fmt"
+
+// ExitStatus is how a process ended: with an exit code, or by a signal.
+// Exactly one of the two is meaningful: when Signal is non-empty, Code is -1.
+type ExitStatus struct {
+	Code   int    `json:"code"`
+	Signal Signal `json:"signal,omitempty"`
+}
+
+// Exited returns the status of a process that exited with code.
+func Exited(code int) ExitStatus { return ExitStatus{Code: code} }
+
+// Signaled returns the status of a process ended by sig.
+func Signaled(sig Signal) ExitStatus { return ExitStatus{Code: -1, Signal: sig} }
+
+// Success reports whether the process exited with code 0.
+func (s ExitStatus) Success() bool { return s.Signal == "" && s.Code == 0 }
+
+// ShellCode is the code a POSIX shell would report: Code, or 128+N when
+// signal N ended the process.
+func (s ExitStatus) ShellCode() int {
+	if s.Signal != "" {
+		if n := s.Signal.Number(); n > 0 {
+			return 128 + n
+		}
+		return 128
+	}
+	return s.Code
+}
+
+func (s ExitStatus) String() string {
+	if s.Signal != "" {
+		return fmt.Sprintf("killed by %s", s.Signal)
+	}
+	return fmt.Sprintf("exit status %d", s.Code)
+}
