@@ -1,0 +1,378 @@
+// Package benchtab turns `go test -bench` text output into one comparison
+// table: every Benchmark<Name>/corral is paired with its
+// Benchmark<Name>/baseline, their figures are set side by side with the
+// ratio corral/baseline, and the targets the project set for itself are
+// checked (PASS or MISS).
+//
+// It is developer tooling behind `make bench`, not part of corral's API.
+//
+// Decisions:
+//   - A benchmark that ran several times (-count N) is reduced to the mean
+//     of each metric, so one noisy run does not decide a target alone.
+//   - The GOMAXPROCS suffix ("-2") is dropped from names: the table is about
+//     what was measured, and pairs must match across it.
+//   - Benchmarks without a partner are still listed, with their metrics, so
+//     nothing that ran disappears from the report.
+package benchtab
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Metric is one figure a benchmark reported, such as 1234 ns/op.
+type Metric struct {
+	Value float64
+	Unit  string
+}
+
+// Result is one benchmark's figures, averaged over its runs.
+type Result struct {
+	// Name is the benchmark's name without the "Benchmark" prefix and
+	// without the GOMAXPROCS suffix, e.g. "StartFirstByte/corral".
+	Name string
+	// Pkg is the package the benchmark ran in, from the "pkg:" line.
+	Pkg string
+	// Runs counts how many result lines were averaged.
+	Runs int
+	// Iterations is the mean b.N of those runs.
+	Iterations float64
+	// Metrics in the order the benchmark first reported them.
+	Metrics []Metric
+}
+
+// Metric returns the value reported in unit and whether there was one.
+func (r Result) Metric(unit string) (float64, bool) {
+	for _, m := range r.Metrics {
+		if m.Unit == unit {
+			return m.Value, true
+		}
+	}
+	return 0, false
+}
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+// Parse reads `go test -bench` output and returns one Result per distinct
+// (package, benchmark), in the order they first appeared. Lines that are not
+// benchmark results (test logs, "ok", "PASS") are skipped. A result line
+// whose figures cannot be read is an error naming the line, since a silently
+// dropped figure would make the table lie.
+func Parse(r io.Reader) ([]Result, error) {
+	type acc struct {
+		res   Result
+		sums  map[string]float64
+		count map[string]int
+	}
+	var (
+		order []string
+		byKey = map[string]*acc{}
+		pkg   string
+	)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimSpace(sc.Text())
+		if p, ok := strings.CutPrefix(line, "pkg:"); ok {
+			pkg = strings.TrimSpace(p)
+			continue
+		}
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		fields := strings.Fields(line)
+		// A result line is: name, iterations, then value/unit pairs. A name
+		// alone on a line is what `go test -v` prints before sub-benchmarks
+		// run, and a name followed by log output is not a result either.
+		if len(fields) < 4 || len(fields)%2 != 0 {
+			continue
+		}
+		iters, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		name := procsSuffix.ReplaceAllString(strings.TrimPrefix(fields[0], "Benchmark"), "")
+		key := pkg + "\x00" + name
+		a := byKey[key]
+		if a == nil {
+			a = &acc{res: Result{Name: name, Pkg: pkg}, sums: map[string]float64{}, count: map[string]int{}}
+			byKey[key] = a
+			order = append(order, key)
+		}
+		a.res.Runs++
+		a.res.Iterations += float64(iters)
+		for i := 2; i < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("benchtab: line %d: metric %q is not a number: %q", lineNo, fields[i+1], line)
+			}
+			unit := fields[i+1]
+			if _, seen := a.sums[unit]; !seen {
+				a.res.Metrics = append(a.res.Metrics, Metric{Unit: unit})
+			}
+			a.sums[unit] += v
+			a.count[unit]++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("benchtab: read: %w", err)
+	}
+	out := make([]Result, 0, len(order))
+	for _, key := range order {
+		a := byKey[key]
+		a.res.Iterations /= float64(a.res.Runs)
+		for i := range a.res.Metrics {
+			u := a.res.Metrics[i].Unit
+			a.res.Metrics[i].Value = a.sums[u] / float64(a.count[u])
+		}
+		out = append(out, a.res)
+	}
+	return out, nil
+}
+
+// Check is a target for one metric of a benchmark.
+type Check struct {
+	// Bench is the pair name ("Ingest") or unpaired benchmark name
+	// ("List"); it also matches sub-benchmarks ("List/1000").
+	Bench string
+	// Unit is the metric checked, e.g. "ns/op", "MB/s", "heap-MiB".
+	Unit string
+	// Kind says how the figure is judged.
+	Kind CheckKind
+	// Limit is the bound: a ratio for RatioAtMost/RatioAtLeast, a value in
+	// Unit for AtMost/Below.
+	Limit float64
+}
+
+// CheckKind says how a Check judges its figure.
+type CheckKind int
+
+const (
+	// RatioAtMost: corral/baseline ≤ Limit (lower is better, e.g. ns/op).
+	RatioAtMost CheckKind = iota
+	// RatioAtLeast: corral/baseline ≥ Limit (higher is better, e.g. MB/s).
+	RatioAtLeast
+	// Below: the corral figure (or the unpaired figure) < Limit.
+	Below
+)
+
+// String renders the target as it appears in the table.
+func (c Check) String() string {
+	switch c.Kind {
+	case RatioAtMost:
+		return fmt.Sprintf("ratio ≤ %g", c.Limit)
+	case RatioAtLeast:
+		return fmt.Sprintf("ratio ≥ %g", c.Limit)
+	default:
+		return "< " + formatValue(c.Limit, c.Unit)
+	}
+}
+
+// DefaultChecks are corral's performance targets.
+var DefaultChecks = []Check{
+	// Starting a process through corral costs at most 30 % more than
+	// os/exec until the first output byte arrives.
+	{Bench: "StartFirstByte", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.3},
+	// Ingesting a flood of output keeps at least 70 % of a bare pipe's
+	// throughput, with bounded memory.
+	{Bench: "Ingest", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.7},
+	{Bench: "Ingest", Unit: "heap-MiB", Kind: Below, Limit: 64},
+	// Listing and polling with 1000 tracked processes stays interactive.
+	{Bench: "List", Unit: "ns/op", Kind: Below, Limit: 10e6},
+	{Bench: "Poll", Unit: "ns/op", Kind: Below, Limit: 10e6},
+}
+
+// Row is one line of the table.
+type Row struct {
+	Pkg      string
+	Bench    string // pair name, or full name when unpaired
+	Unit     string
+	Corral   float64
+	Baseline float64
+	HasBase  bool
+	Target   string // "" when no target applies
+	Verdict  string // "PASS", "MISS" or ""
+}
+
+// Ratio returns corral/baseline, or 0 when there is no baseline figure.
+func (r Row) Ratio() float64 {
+	if !r.HasBase || r.Baseline == 0 {
+		return 0
+	}
+	return r.Corral / r.Baseline
+}
+
+// Build pairs results and applies checks. Pairs come first, in the order
+// their corral half appeared; unpaired benchmarks follow.
+func Build(results []Result, checks []Check) []Row {
+	type pairKey struct{ pkg, name string }
+	baselines := map[pairKey]Result{}
+	corrals := map[pairKey]bool{}
+	for _, r := range results {
+		if base, ok := strings.CutSuffix(r.Name, "/baseline"); ok {
+			baselines[pairKey{r.Pkg, base}] = r
+		}
+		if base, ok := strings.CutSuffix(r.Name, "/corral"); ok {
+			corrals[pairKey{r.Pkg, base}] = true
+		}
+	}
+	var paired, single []Row
+	for _, r := range results {
+		if base, ok := strings.CutSuffix(r.Name, "/corral"); ok {
+			if b, ok := baselines[pairKey{r.Pkg, base}]; ok {
+				paired = append(paired, pairRows(r.Pkg, base, r, b, checks)...)
+				continue
+			}
+		}
+		if base, ok := strings.CutSuffix(r.Name, "/baseline"); ok && corrals[pairKey{r.Pkg, base}] {
+			continue // shown with its corral half
+		}
+		single = append(single, singleRows(r, checks)...)
+	}
+	return append(paired, single...)
+}
+
+func matches(c Check, bench string) bool {
+	return bench == c.Bench || strings.HasPrefix(bench, c.Bench+"/")
+}
+
+func pairRows(pkg, name string, corral, base Result, checks []Check) []Row {
+	var rows []Row
+	for _, m := range corral.Metrics {
+		row := Row{Pkg: pkg, Bench: name, Unit: m.Unit, Corral: m.Value}
+		row.Baseline, row.HasBase = base.Metric(m.Unit)
+		for _, c := range checks {
+			if c.Unit != m.Unit || !matches(c, name) {
+				continue
+			}
+			row.Target = c.String()
+			row.Verdict = verdict(c, row)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func singleRows(r Result, checks []Check) []Row {
+	var rows []Row
+	for _, m := range r.Metrics {
+		row := Row{Pkg: r.Pkg, Bench: r.Name, Unit: m.Unit, Corral: m.Value}
+		for _, c := range checks {
+			if c.Unit != m.Unit || !matches(c, r.Name) || c.Kind != Below {
+				continue
+			}
+			row.Target = c.String()
+			row.Verdict = verdict(c, row)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func verdict(c Check, row Row) string {
+	ok := false
+	switch c.Kind {
+	case RatioAtMost:
+		ok = row.HasBase && row.Baseline > 0 && row.Ratio() <= c.Limit
+	case RatioAtLeast:
+		ok = row.HasBase && row.Baseline > 0 && row.Ratio() >= c.Limit
+	case Below:
+		ok = row.Corral < c.Limit
+	}
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// Misses counts rows whose target was missed.
+func Misses(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if r.Verdict == "MISS" {
+			n++
+		}
+	}
+	return n
+}
+
+// Write prints rows as one aligned text table.
+func Write(w io.Writer, rows []Row) error {
+	header := []string{"PACKAGE", "BENCHMARK", "METRIC", "CORRAL", "BASELINE", "RATIO", "TARGET", "RESULT"}
+	table := [][]string{header}
+	for _, r := range rows {
+		base, ratio := "-", "-"
+		if r.HasBase {
+			base = formatValue(r.Baseline, r.Unit)
+			if r.Baseline != 0 {
+				ratio = strconv.FormatFloat(r.Ratio(), 'f', 2, 64)
+			}
+		}
+		table = append(table, []string{
+			shortPkg(r.Pkg), r.Bench, r.Unit, formatValue(r.Corral, r.Unit), base, ratio,
+			dash(r.Target), dash(r.Verdict),
+		})
+	}
+	widths := make([]int, len(header))
+	for _, line := range table {
+		for i, cell := range line {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	var b strings.Builder
+	for _, line := range table {
+		for i, cell := range line {
+			b.WriteString(cell)
+			if i < len(line)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-len([]rune(cell))+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortPkg drops the module path so the table stays narrow.
+func shortPkg(pkg string) string {
+	if rest, ok := strings.CutPrefix(pkg, "github.com/corralhq/corral/"); ok {
+		return rest
+	}
+	return pkg
+}
+
+// formatValue renders durations (ns/op) in human units, the rest with
+// three significant digits.
+func formatValue(v float64, unit string) string {
+	if unit == "ns/op" {
+		switch {
+		case v >= 1e9:
+			return strconv.FormatFloat(v/1e9, 'f', 2, 64) + "s"
+		case v >= 1e6:
+			return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "ms"
+		case v >= 1e3:
+			return strconv.FormatFloat(v/1e3, 'f', 2, 64) + "µs"
+		default:
+			return strconv.FormatFloat(v, 'f', 0, 64) + "ns"
+		}
+	}
+	if v != 0 && (v >= 1e9 || (v < 0.01 && v > -0.01)) {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	s := strconv.FormatFloat(v, 'f', 2, 64)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}

@@ -1,0 +1,159 @@
+package benchtab
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/corralhq/corral/bench
+cpu: Some CPU @ 2.00GHz
+BenchmarkStartFirstByte
+BenchmarkStartFirstByte/corral
+BenchmarkStartFirstByte/corral-2         	     100	   2600000 ns/op	   12000 B/op	     150 allocs/op
+BenchmarkStartFirstByte/corral-2         	     100	   2400000 ns/op	   12000 B/op	     150 allocs/op
+BenchmarkStartFirstByte/baseline-2       	     200	   2000000 ns/op	    9000 B/op	      90 allocs/op
+PASS
+ok  	github.com/corralhq/corral/bench	3.012s
+pkg: github.com/corralhq/corral/registry
+BenchmarkIngest/corral-2    	       1	1500000000 ns/op	 500.00 MB/s	        80.0 heap-MiB
+BenchmarkIngest/baseline-2  	       1	1000000000 ns/op	1000.00 MB/s	         1.5 heap-MiB
+BenchmarkList-2             	    1000	   1200000 ns/op	    2048 bytes/proc
+BenchmarkPoll/1000-2        	   50000	   12000000 ns/op
+BenchmarkLonely/corral-2    	      10	       500 ns/op
+    bench_test.go:42: some log line that starts with spaces
+ok  	github.com/corralhq/corral/registry	9.1s
+`
+
+func find(t *testing.T, rows []Row, bench, unit string) Row {
+	t.Helper()
+	for _, r := range rows {
+		if r.Bench == bench && r.Unit == unit {
+			return r
+		}
+	}
+	t.Fatalf("no row %s %s in %+v", bench, unit, rows)
+	return Row{}
+}
+
+func TestParse(t *testing.T) {
+	results, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range results {
+		names = append(names, r.Name)
+	}
+	want := "StartFirstByte/corral StartFirstByte/baseline Ingest/corral Ingest/baseline List Poll/1000 Lonely/corral"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("names = %q, want %q", got, want)
+	}
+	sfb := results[0]
+	if sfb.Runs != 2 || sfb.Pkg != "github.com/corralhq/corral/bench" {
+		t.Errorf("runs=%d pkg=%q, want 2 and the bench package", sfb.Runs, sfb.Pkg)
+	}
+	if v, _ := sfb.Metric("ns/op"); v != 2500000 {
+		t.Errorf("mean ns/op = %v, want 2500000", v)
+	}
+	if v, ok := results[2].Metric("heap-MiB"); !ok || v != 80 {
+		t.Errorf("custom metric heap-MiB = %v, %v", v, ok)
+	}
+	if results[2].Pkg != "github.com/corralhq/corral/registry" {
+		t.Errorf("pkg not switched: %q", results[2].Pkg)
+	}
+}
+
+func TestParseRejectsGarbledFigure(t *testing.T) {
+	_, err := Parse(strings.NewReader("BenchmarkX-2  10  abc ns/op\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("err = %v, want an error naming line 1", err)
+	}
+}
+
+func TestBuildPairsAndChecks(t *testing.T) {
+	results, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Build(results, DefaultChecks)
+
+	sfb := find(t, rows, "StartFirstByte", "ns/op")
+	if !sfb.HasBase || sfb.Ratio() != 1.25 || sfb.Verdict != "PASS" {
+		t.Errorf("StartFirstByte row = %+v ratio %v, want ratio 1.25 PASS", sfb, sfb.Ratio())
+	}
+	if r := find(t, rows, "StartFirstByte", "allocs/op"); r.Verdict != "" || r.Baseline != 90 {
+		t.Errorf("allocs row = %+v, want baseline 90 and no target", r)
+	}
+	if r := find(t, rows, "Ingest", "MB/s"); r.Verdict != "MISS" || r.Ratio() != 0.5 {
+		t.Errorf("Ingest MB/s = %+v, want ratio 0.5 MISS", r)
+	}
+	if r := find(t, rows, "Ingest", "heap-MiB"); r.Verdict != "MISS" {
+		t.Errorf("Ingest heap = %+v, want MISS (80 ≥ 64)", r)
+	}
+	if r := find(t, rows, "List", "ns/op"); r.Verdict != "PASS" || r.HasBase {
+		t.Errorf("List = %+v, want unpaired PASS", r)
+	}
+	if r := find(t, rows, "Poll/1000", "ns/op"); r.Verdict != "MISS" {
+		t.Errorf("Poll/1000 = %+v, want MISS (12 ms ≥ 10 ms)", r)
+	}
+	if r := find(t, rows, "Lonely/corral", "ns/op"); r.HasBase || r.Verdict != "" {
+		t.Errorf("unpaired corral half = %+v, want listed alone without target", r)
+	}
+	for _, r := range rows {
+		if strings.HasSuffix(r.Bench, "/baseline") {
+			t.Errorf("paired baseline listed on its own: %+v", r)
+		}
+	}
+	if got := Misses(rows); got != 3 {
+		t.Errorf("Misses = %d, want 3", got)
+	}
+}
+
+func TestBuildRatioMissesWithoutBaselineFigure(t *testing.T) {
+	results := []Result{
+		{Name: "StartFirstByte/corral", Metrics: []Metric{{Value: 10, Unit: "ns/op"}}},
+		{Name: "StartFirstByte/baseline", Metrics: []Metric{{Value: 5, Unit: "B/op"}}},
+	}
+	rows := Build(results, DefaultChecks)
+	if len(rows) != 1 || rows[0].Verdict != "MISS" || rows[0].HasBase {
+		t.Fatalf("rows = %+v, want one MISS row without baseline", rows)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	results, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, Build(results, DefaultChecks)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"PACKAGE", "bench  ", "StartFirstByte", "2.50ms", "2.00ms", "1.25", "ratio ≤ 1.3", "PASS",
+		"< 10.00ms", "ratio ≥ 0.7", "< 64", "MISS",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	lastCol := func(l string) int { // rune column where the last cell starts
+		r := []rune(l)
+		i := len(r)
+		for i > 0 && r[i-1] != ' ' {
+			i--
+		}
+		return i
+	}
+	want := lastCol(lines[0])
+	for _, l := range lines[1:] {
+		if got := lastCol(l); got != want {
+			t.Errorf("RESULT column at %d, header at %d: %q", got, want, l)
+		}
+	}
+}
