@@ -1,0 +1,183 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// EventType names an event.
+type EventType string
+
+// Event types.
+const (
+	// EventStarted: a process started running.
+	EventStarted EventType = "started"
+	// EventExited: a process reached a final state (exited, killed,
+	// timed_out, lost). Published for every exit; see Subscription.Next
+	// for when it is skipped at delivery.
+	EventExited EventType = "exited"
+	// EventWatchMatch: an output line matched a watch pattern.
+	EventWatchMatch EventType = "watch_match"
+	// EventWatchDisabled: a process's watch patterns matched so often
+	// that watching was switched off.
+	EventWatchDisabled EventType = "watch_disabled"
+	// EventSuppressed: the global rate limit held events back; this
+	// summary, published when the cooldown ends, counts them.
+	EventSuppressed EventType = "suppressed"
+)
+
+// Rate limits of the event stream (see the package documentation).
+const (
+	WatchWindow            = 10 * time.Second
+	WatchLimitedWindowsMax = 3
+	GlobalEventWindow      = 10 * time.Second
+	GlobalEventMax         = 15
+	GlobalCooldown         = 30 * time.Second
+	// maxEventLine bounds Event.Line.
+	maxEventLine = 1024
+)
+
+// Event is one notification of the registry's event stream. It is plain
+// data.
+type Event struct {
+	// Seq increases by one for every published event.
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	Type EventType `json:"type"`
+	// ID names the process ("" for suppressed summaries).
+	ID      string `json:"id,omitempty"`
+	Command string `json:"command,omitempty"`
+	State   State  `json:"state,omitempty"`
+	// Status is the exit status of an exited event, when known.
+	Status *env.ExitStatus `json:"status,omitempty"`
+	// Notify: the process asked to be told about its exit (StartOptions.
+	// Notify), or its watching was disabled, which promises one completion
+	// event.
+	Notify bool `json:"notify,omitempty"`
+	// Pattern and Line describe a watch match: the pattern as given and
+	// the ANSI-stripped line (at most 1 KiB).
+	Pattern string `json:"pattern,omitempty"`
+	Line    string `json:"line,omitempty"`
+	// Summary is a human-readable description of the event.
+	Summary string `json:"summary,omitempty"`
+	// Suppressed counts, for an EventSuppressed summary, the events held
+	// back by type.
+	Suppressed map[EventType]int `json:"suppressed,omitempty"`
+	// Dropped counts events this subscriber lost just before this one
+	// because it read too slowly.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// Subscription is a pull-based view of the event stream from the moment
+// Subscribe was called. It is bounded: when more than
+// Config.SubscriptionBuffer events are waiting, the oldest are dropped and
+// counted (Event.Dropped, Dropped) — a slow subscriber never blocks the
+// registry. Safe for concurrent use.
+type Subscription struct {
+	r      *Registry
+	mu     sync.Mutex
+	queue  []Event // ring
+	head   int
+	n      int
+	lost   int64 // dropped since the last delivered event
+	total  int64 // dropped overall
+	wake   chan struct{}
+	done   chan struct{} // closed by Close
+	closed bool
+}
+
+func newSubscription(r *Registry, size int) *Subscription {
+	return &Subscription{r: r, queue: make([]Event, size), wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *Subscription) push(ev Event) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if s.n == len(s.queue) {
+		s.head = (s.head + 1) % len(s.queue)
+		s.n--
+		s.lost++
+		s.total++
+	}
+	s.queue[(s.head+s.n)%len(s.queue)] = ev
+	s.n++
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Subscription) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next event, blocking until one arrives, ctx is done
+// (ctx.Err()), or the subscription or registry is closed (ErrClosed).
+//
+// A completion event is not repeated: an EventExited whose process's final
+// result a caller already received through Wait, Poll or Run is skipped
+// here, because whoever asked has it already.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	for {
+		s.mu.Lock()
+		for s.n > 0 {
+			ev := s.queue[s.head]
+			s.queue[s.head] = Event{}
+			s.head = (s.head + 1) % len(s.queue)
+			s.n--
+			if ev.Type == EventExited && s.r.finalSeen(ev.ID) {
+				continue
+			}
+			ev.Dropped, s.lost = s.lost, 0
+			more := s.n > 0
+			s.mu.Unlock()
+			if more {
+				// Pass the wake-up on: a second concurrent Next may be
+				// waiting for the events this call left behind.
+				s.signal()
+			}
+			return ev, nil
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return Event{}, fmt.Errorf("registry: next event: %w", ErrClosed)
+		}
+		select {
+		case <-s.wake:
+		case <-s.done:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// Dropped returns how many events this subscription lost overall.
+func (s *Subscription) Dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// Close ends the subscription; a blocked Next returns ErrClosed. Closing
+// twice is harmless.
+func (s *Subscription) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.n = 0
+	close(s.done)
+	s.mu.Unlock()
+	s.r.unsubscribe(s)
+}

@@ -1,0 +1,311 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultBackend      = "local"
+	DefaultMaxProcesses = 256
+	DefaultFinishedTTL  = 30 * time.Minute
+	DefaultBufferSize   = 1 << 20
+	DefaultHeadSize     = 64 << 10
+	DefaultGrace        = 5 * time.Second
+	// DefaultSubscriptionBuffer is how many undelivered events one
+	// Subscription holds before it drops the oldest.
+	DefaultSubscriptionBuffer = 1024
+)
+
+// Config configures a Registry. The zero value of every field but Open
+// selects the documented default.
+type Config struct {
+	// Open resolves a backend target ("local", "docker://web",
+	// "ssh://host", a plugin "NAME://…") to an Environment. It is called
+	// lazily, once per distinct target; the registry caches the result and
+	// closes it in Registry.Close. A failed Open is not cached. Required.
+	Open func(ctx context.Context, target string) (env.Environment, error)
+
+	// DefaultBackend is the target used when StartOptions.Backend is
+	// empty. Default "local".
+	DefaultBackend string
+
+	// MaxProcesses bounds the number of tracked processes. When full, the
+	// finished process that ended first is pruned; when every tracked
+	// process is still running, Start and Run fail with ErrLimit.
+	// Default 256.
+	MaxProcesses int
+
+	// FinishedTTL is how long a finished process stays tracked. Default
+	// 30 minutes.
+	FinishedTTL time.Duration
+
+	// BufferSize bounds each process's output buffer in bytes (head plus
+	// rolling tail). Default 1 MiB.
+	BufferSize int
+
+	// HeadSize is the part of BufferSize kept from the start of the
+	// output. Default 64 KiB; it must be smaller than BufferSize.
+	HeadSize int
+
+	// DefaultGrace is the time between the polite signal and SIGKILL when
+	// a kill or timeout does not choose one. Default 5 s.
+	DefaultGrace time.Duration
+
+	// SubscriptionBuffer bounds each Subscription's queue. Default 1024.
+	SubscriptionBuffer int
+
+	// Logger receives the registry's diagnostics. Default slog.Default().
+	Logger *slog.Logger
+
+	// Clock is the time source of timestamps and of the event rate
+	// limiters. Nil means the real clock; tests substitute a manual one.
+	Clock Clock
+}
+
+// Clock is a time source: the current time and a callback after a delay.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has elapsed. The
+	// returned stop function cancels the call if it has not started and
+	// reports whether it did.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// State is a process's lifecycle state. A process moves from starting to
+// running and then to exactly one final state.
+type State string
+
+// Process states.
+const (
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	// StateExited: the process ended on its own; Status says how.
+	StateExited State = "exited"
+	// StateKilled: the process ended after Kill (or KillAll, or the
+	// cancellation of Run's context) signalled it, whatever status it
+	// then reported.
+	StateKilled State = "killed"
+	// StateTimedOut: Run's Timeout or IdleTimeout fired and the process
+	// was killed; Info.TimedOut says which.
+	StateTimedOut State = "timed_out"
+	// StateLost: the environment reports the sandbox or process gone
+	// while it ran; the exit status is unknown.
+	StateLost State = "lost"
+	// StateFailed: the process could not be started; Reason says why.
+	StateFailed State = "failed"
+)
+
+// Final reports whether s is a final state.
+func (s State) Final() bool {
+	switch s {
+	case StateExited, StateKilled, StateTimedOut, StateLost, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	return s == StateStarting || s == StateRunning || s.Final()
+}
+
+// Timeout kinds recorded in Info.TimedOut and RunResult.TimedOut.
+const (
+	TimedOutTimeout = "timeout"
+	TimedOutIdle    = "idle_timeout"
+)
+
+// Info is a snapshot of one tracked process. It is plain data.
+type Info struct {
+	ID        string            `json:"id"`
+	Backend   string            `json:"backend"`
+	Command   string            `json:"command"`
+	Dir       string            `json:"dir,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	State     State             `json:"state"`
+	PID       int               `json:"pid,omitempty"`
+	PTY       bool              `json:"pty,omitempty"`
+	Stdin     bool              `json:"stdin,omitempty"`
+	Detached  bool              `json:"detached,omitempty"`
+	Notify    bool              `json:"notify,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	StartedAt time.Time         `json:"started_at,omitzero"`
+	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	// Status is how the process ended; nil while it runs and for lost or
+	// failed processes.
+	Status *env.ExitStatus `json:"status,omitempty"`
+	// OutputBytes is the total number of output bytes received so far,
+	// including bytes that no longer fit the buffer. Monotonic.
+	OutputBytes int64 `json:"output_bytes"`
+	// Reason explains a lost or failed state.
+	Reason string `json:"reason,omitempty"`
+	// TimedOut is "", "timeout" or "idle_timeout".
+	TimedOut string `json:"timed_out,omitempty"`
+	// Ref re-attaches to a detached process after a supervisor restart.
+	Ref *env.Ref `json:"ref,omitempty"`
+	// WatchDisabled: the process's watch patterns matched too often and
+	// were switched off.
+	WatchDisabled bool `json:"watch_disabled,omitempty"`
+}
+
+// StartOptions describes a process to start.
+type StartOptions struct {
+	// Backend is the target passed to Config.Open; empty means
+	// Config.DefaultBackend.
+	Backend string
+	// Command is the shell command line (run by the sandbox's /bin/sh -c).
+	Command string
+	Dir     string
+	Env     []string
+	// PTY, when non-nil, runs the command on a terminal of that size.
+	PTY *env.WindowSize
+	// Stdin keeps stdin open for Write, Submit and CloseStdin.
+	Stdin bool
+	// Labels are caller-chosen key/value pairs for List and KillAll.
+	Labels map[string]string
+	// Watch lists substrings; WatchRegex regular expressions (Go syntax).
+	// Each complete output line, ANSI-stripped, is matched against them
+	// and a match publishes a watch_match event (rate-limited).
+	Watch      []string
+	WatchRegex []string
+	// Notify marks the process's exited event as one the caller asked to
+	// be told about (Event.Notify).
+	Notify bool
+}
+
+// RunOptions describes a foreground process: Run waits for it.
+type RunOptions struct {
+	StartOptions
+	// Timeout kills the process tree after this long (0: none).
+	Timeout time.Duration
+	// IdleTimeout kills the process tree after this long without output
+	// (0: none).
+	IdleTimeout time.Duration
+	// YieldAfter returns after this long with the process still running in
+	// the background (0: never). Timeout and IdleTimeout stop applying
+	// once Run has yielded.
+	YieldAfter time.Duration
+	// Grace is the time between SIGTERM and SIGKILL when a timeout fires
+	// (0: Config.DefaultGrace).
+	Grace time.Duration
+	// Output, when non-nil, receives every output byte as it arrives,
+	// until Run returns. A write error stops only the streaming.
+	Output io.Writer
+}
+
+// RunResult is the outcome of Run.
+type RunResult struct {
+	Info
+	// Output is what the buffer holds: the head and the tail of the
+	// output. When Truncated, OmittedBytes bytes starting at output offset
+	// OmittedAt (= len of the head part) were dropped between them.
+	Output       []byte `json:"output"`
+	Truncated    bool   `json:"truncated,omitempty"`
+	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
+	OmittedAt    int    `json:"omitted_at,omitempty"`
+	// Yielded: YieldAfter elapsed first; the process keeps running in the
+	// background and Info.ID names it.
+	Yielded bool `json:"yielded,omitempty"`
+}
+
+// PollResult is a process's state and its output since a byte cursor.
+type PollResult struct {
+	Info
+	// Output holds the bytes from the cursor on that the buffer still has.
+	// When OmittedBytes > 0, that many bytes are missing at Output offset
+	// OmittedAt: either 0 (the cursor fell out of the buffer) or the end
+	// of the head part.
+	Output       []byte `json:"output"`
+	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
+	OmittedAt    int    `json:"omitted_at,omitempty"`
+	// Next is the cursor for the following Poll: the total output bytes
+	// seen when this snapshot was taken.
+	Next int64 `json:"next"`
+}
+
+// LogOptions selects lines of a process's held output.
+type LogOptions struct {
+	// Offset is the 1-based number of the first line to return; 0 returns
+	// the last Limit lines.
+	Offset int
+	// Limit is the maximum number of lines (0: 200).
+	Limit int
+	// Strip removes ANSI/OSC escape sequences and control characters
+	// other than tab.
+	Strip bool
+}
+
+// DefaultLogLines is the number of lines Log returns when Limit is 0.
+const DefaultLogLines = 200
+
+// LogResult is a window of lines of the held output.
+type LogResult struct {
+	ID    string `json:"id"`
+	State State  `json:"state"`
+	// Lines are the selected lines without their newline. When output was
+	// omitted from the middle, one line "[… N bytes omitted …]" stands for
+	// it (counted in TotalLines).
+	Lines []string `json:"lines"`
+	// Offset is the 1-based line number of Lines[0].
+	Offset       int   `json:"offset"`
+	TotalLines   int   `json:"total_lines"`
+	OmittedBytes int64 `json:"omitted_bytes,omitempty"`
+	OutputBytes  int64 `json:"output_bytes"`
+}
+
+// KillOptions chooses how Kill ends a process tree.
+type KillOptions struct {
+	// Signal is the first signal (default TERM).
+	Signal env.Signal
+	// Grace is the wait before SIGKILL (default Config.DefaultGrace).
+	Grace time.Duration
+	// Force sends SIGKILL at once.
+	Force bool
+}
+
+// KillResult reports how a kill went.
+type KillResult struct {
+	ID string `json:"id"`
+	// Signal is the first signal sent ("" when the process had already
+	// exited).
+	Signal env.Signal `json:"signal,omitempty"`
+	// Escalated: SIGKILL was needed after the grace period.
+	Escalated bool `json:"escalated,omitempty"`
+	// AlreadyExited: the process had finished before this Kill signalled
+	// it (on its own, or through a concurrent Kill); Status is its real
+	// status.
+	AlreadyExited bool            `json:"already_exited,omitempty"`
+	Status        *env.ExitStatus `json:"status,omitempty"`
+	// Survivors lists PIDs of the tree still alive after the kill was
+	// verified; it should be empty.
+	Survivors []int `json:"survivors,omitempty"`
+	State     State `json:"state"`
+}
+
+// ListOptions filters List. All filters must hold.
+type ListOptions struct {
+	// States selects these states; empty means starting and running, or
+	// every state when All is set.
+	States []State
+	// Labels selects processes carrying all these labels.
+	Labels map[string]string
+	// Backend selects one target.
+	Backend string
+	// All includes finished processes.
+	All bool
+}
+
+// KillAllOptions chooses which processes KillAll ends and how.
+type KillAllOptions struct {
+	// Labels selects running processes carrying all these labels; empty
+	// selects every running process.
+	Labels map[string]string
+	Signal env.Signal
+	Grace  time.Duration
+}
