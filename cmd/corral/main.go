@@ -1,0 +1,19 @@
+// Command corral starts, watches, feeds and kills whole process trees for
+// coding agents, on the local machine today and on other backends as they
+// land.
+//
+// Exit status of `corral run`: the command's own exit code; 128+N when
+// signal N ended it; 124 when --timeout or --idle-timeout fired (the whole
+// process tree was killed); 130 or 143 when corral itself got SIGINT or
+// SIGTERM (the tree was killed first); 125 when corral could not run the
+// command at all (backend or start failure); 2 for a usage error (bad flag,
+// bad duration, missing command).
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

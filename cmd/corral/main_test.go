@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// corral runs the command line in-process and returns its exit code,
+// stdout and stderr.
+func corral(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCommandLineSingleWordIsAShellLine(t *testing.T) {
+	if got := commandLine([]string{"echo a | tr a b; exit 3"}); got != "echo a | tr a b; exit 3" {
+		t.Fatalf("commandLine = %q", got)
+	}
+}
+
+// TestCommandLineRoundTrips runs the joined line through a real /bin/sh and
+// checks that every word arrives unchanged, as if exec'd directly.
+func TestCommandLineRoundTrips(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs /bin/sh")
+	}
+	words := []string{"printf", "[%s]\\n", "plain", "two words", "it's", `"dq"`, "$HOME", "`id`", "$(id)",
+		"back\\slash", "", "*", "a;b", "new\nline", "FOO=bar", "'", "''"}
+	line := commandLine(words)
+	got, err := exec.Command("/bin/sh", "-c", line).Output()
+	if err != nil {
+		t.Fatalf("sh -c %q: %v", line, err)
+	}
+	want, err := exec.Command(words[0], words[1:]...).Output()
+	if err != nil {
+		t.Fatalf("exec %q: %v", words, err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("through the shell:\n%s\nexec'd directly:\n%s\nline: %s", got, want, line)
+	}
+}
+
+func TestCommandLineFirstWordStaysACommand(t *testing.T) {
+	// Unquoted, FOO=bar would be an assignment and the line would run env.
+	line := commandLine([]string{"FOO=bar", "env"})
+	out, err := exec.Command("/bin/sh", "-c", line+" 2>&1; echo status=$?").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "status=127") {
+		t.Fatalf("%s ran something: %s", line, out)
+	}
+}
+
+func TestUsageErrorsExit2WithOneLine(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no subcommand", nil, "missing command"},
+		{"unknown subcommand", []string{"rnu"}, "unknown command"},
+		{"unknown flag", []string{"run", "--bogus", "--", "true"}, "unknown flag: --bogus"},
+		{"bad duration", []string{"run", "--timeout", "soon", "--", "true"}, `invalid argument "soon"`},
+		{"negative duration", []string{"run", "--idle-timeout=-1s", "--", "true"}, "--idle-timeout -1s: must not be negative"},
+		{"missing command", []string{"run"}, "missing command"},
+		{"missing command after --", []string{"run", "--timeout", "1s", "--"}, "missing command"},
+		{"env without =", []string{"run", "--env", "FOO", "--", "true"}, `--env "FOO": must be KEY=VALUE`},
+		{"env bad name", []string{"run", "--env", "1X=2", "--", "true"}, "variable name"},
+		{"unknown backend", []string{"run", "--backend", "docker://web", "--", "true"}, `backend "docker://web" not available yet`},
+		{"bad log level", []string{"--log-level", "loud", "version"}, "--log-level"},
+		{"version takes no args", []string{"version", "extra"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := corral(t, "", tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitUsage, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			if strings.Count(errOut, "\n") != 1 || !strings.HasSuffix(errOut, "\n") {
+				t.Errorf("stderr is not exactly one line: %q", errOut)
+			}
+			if !strings.HasPrefix(errOut, "corral: ") || !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q, want corral: ... %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, errOut := corral(t, "", "version")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"corral dev\n", "commit: ", "go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestVersionLinkTimeValues(t *testing.T) {
+	oldV, oldC := version, commit
+	t.Cleanup(func() { version, commit = oldV, oldC })
+	version, commit = "v1.2.3", "abc1234"
+	_, out, _ := corral(t, "", "version")
+	if !strings.Contains(out, "corral v1.2.3\ncommit: abc1234") {
+		t.Fatalf("version output ignores link-time values:\n%s", out)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	code, out, _ := corral(t, "", "run", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"Examples:", "--idle-timeout", "exits 124", "single-quoted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --help lacks %q", want)
+		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		code, out, errOut := corral(t, "", "completion", shell)
+		if code != 0 || !strings.Contains(out, "corral") {
+			t.Errorf("completion %s: exit %d, stderr %q, %d bytes", shell, code, errOut, len(out))
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
+)
+
+// runOptions are the flags of `corral run`.
+type runOptions struct {
+	backend     string
+	timeout     time.Duration
+	idleTimeout time.Duration
+	grace       time.Duration
+	pty         bool
+	stdin       bool
+	env         []string
+	dir         string
+}
+
+const runLong = `Run COMMAND in the foreground through a backend, stream its output live to
+stdout, and exit with its exit code.
+
+COMMAND goes after "--". A single word is a complete shell command line, run
+with /bin/sh -c, so pipes and ";" work:
+
+    corral run -- 'make test 2>&1 | tail -n 50'
+
+Several words are joined into a command line with each word single-quoted, so
+they run exactly as if typed: corral run -- sh -c 'echo hi; exit 3'.
+
+Output (stdout and stderr of the command, merged) is streamed to corral's
+stdout as it arrives, with or without --pty. The command reads no stdin
+unless --stdin is given; then corral's stdin is copied to it and closed at EOF.
+
+When --timeout (wall clock) or --idle-timeout (no output for that long)
+fires, corral kills the whole process tree: SIGTERM, --grace to exit, then
+SIGKILL, and it checks that nothing of the tree is left. Children that moved
+to their own session (setsid, double fork) are part of the tree. corral then
+prints one line on stderr naming the timeout and exits 124.
+
+SIGINT (Ctrl-C) or SIGTERM sent to corral kills the tree the same way and
+exits 130 or 143.
+
+Exit status: the command's exit code; 128+N when signal N ended it; 124 after
+a timeout; 130/143 when interrupted; 125 when corral could not run the command
+(backend or start failure); 2 for a usage error.`
+
+const runExample = `  corral run -- sh -c 'echo hi; exit 3'      # prints hi, exits 3
+  corral run --timeout 10m -- 'go test ./...'
+  corral run --idle-timeout 2m --grace 10s -- npm run build
+  corral run --env CI=1 --dir ./web -- make
+  corral run --pty -- ls --color=auto
+  echo data | corral run --stdin -- wc -c`
+
+func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:     "run [flags] -- COMMAND...",
+		Short:   "Run a command in the foreground; kill its whole tree on timeout or interrupt",
+		Long:    runLong,
+		Example: runExample,
+		// Everything after the first word of COMMAND belongs to COMMAND, so
+		// `corral run ls -la` passes -la to ls even without "--".
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("run: missing command: give it after --, e.g. corral run -- make test")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return runForeground(cmd.Context(), o, commandLine(args), stdin, stdout, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&o.backend, "backend", defaultBackend, `where to run: "local" (docker, ssh and plugins later)`)
+	f.DurationVar(&o.timeout, "timeout", 0, "kill the tree after this long (e.g. 90s, 10m; 0 = no limit)")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "kill the tree after this long without output (0 = no limit)")
+	f.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when killing")
+	f.BoolVar(&o.pty, "pty", false, "run on a pseudo-terminal (sized like corral's terminal, else 24x80)")
+	f.BoolVar(&o.stdin, "stdin", false, "copy corral's stdin to the command, closing it at EOF")
+	f.StringArrayVar(&o.env, "env", nil, "set a variable KEY=VALUE for the command (repeatable)")
+	f.StringVar(&o.dir, "dir", "", "working directory (default: corral's)")
+	return cmd
+}
+
+func (o runOptions) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--timeout", o.timeout}, {"--idle-timeout", o.idleTimeout}, {"--grace", o.grace}} {
+		if d.v < 0 {
+			return usageErrorf("run: %s %s: must not be negative", d.name, d.v)
+		}
+	}
+	for _, kv := range o.env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usageErrorf("run: --env %q: must be KEY=VALUE", kv)
+		}
+		if !env.ValidEnvName(name) {
+			return usageErrorf("run: --env %q: variable name must match [A-Za-z_][A-Za-z0-9_]*", kv)
+		}
+	}
+	if err := checkBackend(o.backend); err != nil {
+		return &exitError{code: exitUsage, msg: "run: " + err.Error()}
+	}
+	return nil
+}
+
+// interruptSignals are the signals to corral that kill the tree; the exit
+// code is 128 + the signal's number, as a shell would report.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+func runForeground(parent context.Context, o runOptions, command string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+
+	// A signal cancels the Run context, which makes the registry kill the
+	// tree (TERM, grace, KILL, verify) before Run returns; corral's own exit
+	// waits for that, so Ctrl-C never leaves the tree behind.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, interruptSignals...)
+	defer signal.Stop(sigs)
+	var caught os.Signal
+	caughtc := make(chan os.Signal, 1)
+	watcherDone := make(chan struct{})
+	defer func() { <-watcherDone }() // runs after cancel: the watcher never outlives the command
+	go func() {
+		defer close(watcherDone)
+		select {
+		case s := <-sigs:
+			caughtc <- s
+			slog.Info("signal received; killing the process tree", "signal", s, "grace", o.grace)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	reg, err := registry.New(registry.Config{
+		Open:           openBackend,
+		DefaultBackend: defaultBackend,
+		DefaultGrace:   o.grace,
+		Logger:         slog.Default(),
+	})
+	if err != nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", err)}
+	}
+	defer func() {
+		if err := reg.Close(); err != nil {
+			slog.Warn("closing the registry", "err", err)
+		}
+	}()
+
+	start := registry.StartOptions{
+		Backend: o.backend,
+		Command: command,
+		Dir:     o.dir,
+		Env:     o.env,
+		Stdin:   o.stdin,
+	}
+	if o.pty {
+		size := env.DefaultWindowSize
+		if s, ok := terminalSize(stdout); ok {
+			size = s
+		}
+		start.PTY = &size
+	}
+	res, runErr := runWithStdin(ctx, reg, registry.RunOptions{
+		StartOptions: start,
+		Timeout:      o.timeout,
+		IdleTimeout:  o.idleTimeout,
+		Grace:        o.grace,
+		Output:       stdout,
+	}, o.stdin, stdin)
+
+	cancel()
+	select {
+	case caught = <-caughtc:
+	default:
+	}
+	if caught != nil {
+		return &exitError{code: 128 + signalNumber(caught)}
+	}
+	if runErr != nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", runErr)}
+	}
+	if res.TimedOut != "" {
+		return &exitError{code: exitTimeout, msg: timeoutMessage(res.TimedOut, o)}
+	}
+	if res.Info.Status == nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: process %s ended in state %s without an exit status", res.Info.ID, res.Info.State)}
+	}
+	return exitFor(*res.Info.Status)
+}
+
+// exitFor maps the command's status to corral's exit: the code itself, or
+// 128+N for signal N, as a shell reports it.
+func exitFor(st env.ExitStatus) error {
+	code := st.ShellCode()
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+func timeoutMessage(which string, o runOptions) string {
+	switch which {
+	case "idle_timeout":
+		return fmt.Sprintf("idle timeout: no output for %s; killed the process tree", o.idleTimeout)
+	case "timeout":
+		return fmt.Sprintf("timeout: still running after %s; killed the process tree", o.timeout)
+	default:
+		return fmt.Sprintf("%s fired; killed the process tree", which)
+	}
+}
+
+func signalNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return int(syscall.SIGINT)
+}
