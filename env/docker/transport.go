@@ -1,0 +1,205 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Transport runs sh scripts in one container through the Engine API's exec
+// endpoints. It implements nohup.Transport. One Transport shares one
+// engine client (and its connection pool) among all its calls.
+type Transport struct {
+	cli       *client.Client
+	container string // name or ID, as the engine accepts it
+	user      string // exec user; empty means the container's
+}
+
+// NewTransport returns a Transport for container on the engine cli. It
+// does not check that the container exists: Exec reports that.
+func NewTransport(cli *client.Client, container, user string) *Transport {
+	return &Transport{cli: cli, container: container, user: user}
+}
+
+// Container returns the name or ID the Transport execs in.
+func (t *Transport) Container() string { return t.container }
+
+// Exec runs script as /bin/sh -c script in the container. stdin, when
+// non-nil, is copied to the script and then closed; it must not block
+// forever (the nohup engine hands in byte buffers). Output is
+// demultiplexed into stdout and stderr (nil: discarded).
+//
+// Errors match env.ErrSandboxGone when the container was removed or
+// stopped, before or while the script ran, and env.ErrUnavailable when the
+// engine cannot be reached.
+func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	created, err := t.cli.ExecCreate(ctx, t.container, client.ExecCreateOptions{
+		User:         t.user,
+		AttachStdin:  stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"/bin/sh", "-c", script},
+	})
+	if err != nil {
+		return 0, sandboxError("exec", t.container, err)
+	}
+	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, sandboxError("exec attach", t.container, err)
+	}
+	// The hijacked connection outlives ctx unless closed: closing it is the
+	// only way to abandon a script that is still running.
+	stopClosing := context.AfterFunc(ctx, func() { att.Close() })
+	defer stopClosing()
+	defer att.Close()
+
+	stdinDone := make(chan error, 1)
+	if stdin != nil {
+		go func() {
+			_, err := io.Copy(att.Conn, stdin)
+			if cerr := att.CloseWrite(); err == nil {
+				err = cerr
+			}
+			stdinDone <- err
+		}()
+	} else {
+		stdinDone <- nil
+	}
+
+	_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
+	// A script that exits without reading all its stdin ends the stream
+	// while the copy may still be writing: closing the connection unblocks
+	// it, and its error no longer matters.
+	att.Close()
+	<-stdinDone
+
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("docker: exec in %s: %w", t.container, ctx.Err())
+	}
+	if copyErr != nil {
+		return 0, t.lostStream(ctx, copyErr)
+	}
+	code, err := t.exitCode(ctx, created.ID)
+	if err != nil {
+		return 0, err
+	}
+	// A script killed because its container stopped looks like one ended by
+	// SIGKILL or SIGTERM; only the container's state tells them apart.
+	// A script killed because its container is stopping looks like one
+	// ended by SIGKILL, and an exec started while it stops fails with 126
+	// and the runtime's complaint as output. The engine's container state
+	// lags behind, so a probe decides: no exec succeeds once the container's
+	// init has died, which is what killed the script.
+	if code == 126 || code >= 128 || code < 0 {
+		if err := t.checkRunning(ctx); err != nil {
+			return 0, err
+		}
+		if err := t.probe(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return code, nil
+}
+
+// probe runs a trivial exec whose success is unambiguous: an echo of a
+// nonce. Anything else means the container is going away.
+func (t *Transport) probe(ctx context.Context) error {
+	nonce := fmt.Sprintf("corral-probe-%d", time.Now().UnixNano())
+	created, err := t.cli.ExecCreate(ctx, t.container, client.ExecCreateOptions{
+		User:         t.user,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"/bin/sh", "-c", "echo " + nonce},
+	})
+	if err != nil {
+		return sandboxError("exec probe", t.container, err)
+	}
+	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return sandboxError("exec probe", t.container, err)
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(att.Reader, 4096)); err != nil {
+		return t.lostStream(ctx, err)
+	}
+	code, err := t.exitCode(ctx, created.ID)
+	if err != nil {
+		return err
+	}
+	if code != 0 || strings.TrimSpace(out.String()) != nonce {
+		return fmt.Errorf("docker: container %s is stopping (%s): %w", t.container, strings.TrimSpace(out.String()), env.ErrSandboxGone)
+	}
+	return nil
+}
+
+// lostStream classifies a stream that broke before the script's end.
+func (t *Transport) lostStream(ctx context.Context, copyErr error) error {
+	if err := t.checkRunning(ctx); err != nil {
+		return err
+	}
+	return sandboxError("exec output", t.container, fmt.Errorf("%w: %w", env.ErrUnavailable, copyErr))
+}
+
+// exitCode waits for the engine to record the exec's end. The output stream
+// closes when the process exits, but the engine may update the exec's state
+// a moment later; and when the container died under it, the exec may be
+// reported running forever, which only the container's state reveals.
+func (t *Transport) exitCode(ctx context.Context, execID string) (int, error) {
+	delay := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		res, err := t.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			if gone := t.checkRunning(ctx); gone != nil {
+				return 0, gone
+			}
+			return 0, sandboxError("exec inspect", t.container, err)
+		}
+		if !res.Running {
+			return res.ExitCode, nil
+		}
+		if attempt == 10 {
+			if err := t.checkRunning(ctx); err != nil {
+				return 0, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("docker: exec in %s: %w", t.container, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// checkRunning returns an error matching env.ErrSandboxGone when the
+// container no longer runs, env.ErrUnavailable when the engine cannot say,
+// and nil when it runs.
+func (t *Transport) checkRunning(ctx context.Context) error {
+	res, err := t.cli.ContainerInspect(ctx, t.container, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandboxError("inspect", t.container, err)
+	}
+	if st := res.Container.State; st == nil || !st.Running || st.Restarting {
+		status := "unknown"
+		if st != nil {
+			status = string(st.Status)
+		}
+		return fmt.Errorf("docker: container %s is %s: %w", t.container, status, env.ErrSandboxGone)
+	}
+	return nil
+}

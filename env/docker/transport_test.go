@@ -1,0 +1,203 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+)
+
+func TestTransportExitCodeAndStreams(t *testing.T) {
+	cli := requireEngine(t)
+	name := startPlainContainer(t, cli)
+	tr := NewTransport(cli, name, "")
+	ctx := testContext(t)
+
+	var stdout, stderr bytes.Buffer
+	code, err := tr.Exec(ctx, `echo out; echo err >&2; exit 7`, nil, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if code != 7 {
+		t.Errorf("exit code = %d, want 7", code)
+	}
+	if stdout.String() != "out\n" || stderr.String() != "err\n" {
+		t.Errorf("stdout %q stderr %q, want demultiplexed \"out\\n\" and \"err\\n\"", stdout.String(), stderr.String())
+	}
+
+	// nil writers discard; the code still arrives.
+	code, err = tr.Exec(ctx, `echo discarded; exit 0`, nil, nil, nil)
+	if err != nil || code != 0 {
+		t.Fatalf("Exec with nil writers = %d, %v", code, err)
+	}
+}
+
+func TestTransportStdin(t *testing.T) {
+	cli := requireEngine(t)
+	name := startPlainContainer(t, cli)
+	tr := NewTransport(cli, name, "")
+	ctx := testContext(t)
+
+	// Binary stdin, bigger than any pipe buffer, must arrive intact and end
+	// with EOF (or `wc` would never finish).
+	in := make([]byte, 3<<20)
+	for i := range in {
+		in[i] = byte(i * 7)
+	}
+	var out bytes.Buffer
+	code, err := tr.Exec(ctx, `wc -c`, bytes.NewReader(in), &out, nil)
+	if err != nil || code != 0 {
+		t.Fatalf("Exec: %d, %v", code, err)
+	}
+	if got := strings.TrimSpace(out.String()); got != fmt.Sprint(len(in)) {
+		t.Errorf("script read %s bytes of stdin, want %d", got, len(in))
+	}
+
+	// A script that ignores its stdin must not make Exec hang.
+	code, err = tr.Exec(ctx, `exit 3`, bytes.NewReader(in), io.Discard, nil)
+	if err != nil || code != 3 {
+		t.Fatalf("Exec ignoring stdin: %d, %v", code, err)
+	}
+}
+
+func TestTransportLargeBinaryOutput(t *testing.T) {
+	cli := requireEngine(t)
+	name := startPlainContainer(t, cli)
+	tr := NewTransport(cli, name, "")
+	ctx := testContext(t)
+
+	var out bytes.Buffer
+	code, err := tr.Exec(ctx, `dd if=/dev/urandom bs=1M count=8 2>/dev/null | tee /tmp/blob; `, nil, &out, nil)
+	if err != nil || code != 0 {
+		t.Fatalf("Exec: %d, %v", code, err)
+	}
+	var sum bytes.Buffer
+	if _, err := tr.Exec(ctx, `sha256sum /tmp/blob | cut -d' ' -f1`, nil, &sum, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%x", sha256.Sum256(out.Bytes())); got != strings.TrimSpace(sum.String()) {
+		t.Errorf("output (%d bytes) sha256 %s, file in container %s", out.Len(), got, sum.String())
+	}
+}
+
+func TestTransportContainerGone(t *testing.T) {
+	cli := requireEngine(t)
+	ctx := testContext(t)
+
+	t.Run("removed", func(t *testing.T) {
+		name := startPlainContainer(t, cli)
+		if _, err := cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := NewTransport(cli, name, "").Exec(ctx, "true", nil, nil, nil)
+		if !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
+			t.Fatalf("Exec in removed container: %v, want ErrSandboxGone naming %s", err, name)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		name := startPlainContainer(t, cli)
+		timeout := 5
+		if _, err := cli.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := NewTransport(cli, name, "").Exec(ctx, "true", nil, nil, nil)
+		if !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
+			t.Fatalf("Exec in stopped container: %v, want ErrSandboxGone naming %s", err, name)
+		}
+	})
+	t.Run("stopped while running", func(t *testing.T) {
+		name := startPlainContainer(t, cli)
+		tr := NewTransport(cli, name, "")
+		marker := "ready-" + randomSuffix()
+		pr, pw := io.Pipe()
+		defer pr.Close()
+		result := make(chan error, 1)
+		go func() {
+			_, err := tr.Exec(ctx, "echo "+marker+"; exec sleep 300", nil, pw, nil)
+			pw.CloseWithError(err)
+			result <- err
+		}()
+		waitForLine(t, pr, marker)
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+		timeout := 1
+		if _, err := cli.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-result:
+			if !errors.Is(err, env.ErrSandboxGone) {
+				t.Fatalf("Exec whose container stopped: %v, want ErrSandboxGone", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("Exec did not return after its container stopped")
+		}
+	})
+}
+
+func TestTransportCancel(t *testing.T) {
+	cli := requireEngine(t)
+	name := startPlainContainer(t, cli)
+	tr := NewTransport(cli, name, "")
+
+	ctx, cancel := context.WithCancel(testContext(t))
+	marker := "ready-" + randomSuffix()
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	result := make(chan error, 1)
+	go func() {
+		_, err := tr.Exec(ctx, "echo "+marker+"; sleep 300", nil, pw, nil)
+		pw.CloseWithError(err)
+		result <- err
+	}()
+	waitForLine(t, pr, marker)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	cancel()
+	select {
+	case err := <-result:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Exec returned %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Exec did not return after its context was cancelled")
+	}
+	// The abandoned script keeps running in the container; kill it so the
+	// container's removal is quick.
+	_, _ = tr.Exec(testContext(t), "pkill -f 'sleep 300' || killall sleep", nil, nil, nil)
+}
+
+func TestConnectUnreachable(t *testing.T) {
+	ctx := testContext(t)
+	_, err := connect(ctx, "unix:///nonexistent/corral-test.sock")
+	if !errors.Is(err, env.ErrUnavailable) {
+		t.Fatalf("connect to a missing socket: %v, want ErrUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "/nonexistent/corral-test.sock") {
+		t.Errorf("error %q does not name the engine address", err)
+	}
+}
+
+// waitForLine reads r until a line equal to want arrives.
+func waitForLine(t *testing.T, r io.Reader, want string) {
+	t.Helper()
+	var buf []byte
+	chunk := make([]byte, 4096)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if bytes.Contains(buf, []byte(want+"\n")) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("stream ended before %q: %v (got %q)", want, err, buf)
+		}
+	}
+}
