@@ -1,0 +1,331 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildCorral builds cmd/corral into a temporary directory and returns the
+// binary's path. Build it once per top-level test and share it between
+// subtests: linking takes a few seconds on two cores.
+func buildCorral(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("corral run end-to-end tests need a POSIX shell")
+	}
+	bin := filepath.Join(t.TempDir(), "corral")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/corral: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// result is what one corral invocation did.
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+// runCorral runs the binary to completion with stdin (nil: /dev/null) and
+// returns its exit code and output. The generous deadline only guards
+// against a hang; no test asserts on durations.
+func runCorral(t *testing.T, bin string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("corral %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("corral %q did not finish within 2 minutes; stderr %q", args, errOut.String())
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+}
+
+// sleepMarker returns a unique sleep duration such as "517.0413": a
+// `sleep` with it is recognisable in the process table as ours, so the
+// test never confuses (or touches) processes other tests started.
+func sleepMarker(t *testing.T) string {
+	t.Helper()
+	m := fmt.Sprintf("%d.%04d", 300+rand.IntN(600), rand.IntN(10000))
+	t.Cleanup(func() {
+		// Leave nothing behind even when an assertion failed first.
+		for _, pid := range markerPIDs(t, m) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return m
+}
+
+// markerPIDs lists live processes whose command line is `sleep MARKER`.
+func markerPIDs(t *testing.T, marker string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("scan /proc: %v", err)
+	}
+	want := "sleep\x00" + marker + "\x00"
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if strings.HasSuffix(string(cmdline), want) && filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) == "sleep" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// requireMarkerGone fails unless no `sleep MARKER` process is left. A
+// SIGKILLed process can take a moment to leave the process table, so it
+// waits for the condition with a generous deadline instead of asserting
+// once.
+func requireMarkerGone(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := markerPIDs(t, marker)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the tree survived: `sleep %s` still running as PIDs %v", marker, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// requireMarkerRunning waits until at least n `sleep MARKER` processes run,
+// so a kill test proves the tree existed before it was killed.
+func requireMarkerRunning(t *testing.T, marker string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(markerPIDs(t, marker)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("expected %d `sleep %s` processes, found %v", n, marker, markerPIDs(t, marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func requireOneLine(t *testing.T, stderr string, wants ...string) {
+	t.Helper()
+	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+		t.Errorf("stderr is not exactly one line: %q", stderr)
+	}
+	for _, w := range wants {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q lacks %q", stderr, w)
+		}
+	}
+}
+
+func TestCorralRun(t *testing.T) {
+	bin := buildCorral(t)
+
+	t.Run("exit code and output", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "--", "sh", "-c", "echo hi; exit 3")
+		if r.code != 3 || r.stdout != "hi\n" || r.stderr != "" {
+			t.Fatalf("got exit %d stdout %q stderr %q, want 3 %q %q", r.code, r.stdout, r.stderr, "hi\n", "")
+		}
+	})
+
+	t.Run("one word is a shell command line", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "--", "echo a | tr a b; echo err >&2; exit 4")
+		if r.code != 4 || r.stdout != "b\nerr\n" {
+			t.Fatalf("got exit %d stdout %q stderr %q, want 4 and b, err merged", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("words without -- keep their flags", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "printf", "%s-%s", "-n", "x y")
+		if r.code != 0 || r.stdout != "-n-x y" {
+			t.Fatalf("got exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("success exits 0", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "--", "true")
+		if r.code != 0 || r.stdout != "" || r.stderr != "" {
+			t.Fatalf("got %+v", r)
+		}
+	})
+
+	t.Run("timeout kills the whole tree and exits 124", func(t *testing.T) {
+		t.Parallel()
+		m := sleepMarker(t)
+		script := fmt.Sprintf(`trap "" TERM; (setsid sleep %s &); sleep %s`, m, m)
+		r := runCorral(t, bin, nil, "run", "--timeout", "1s", "--grace", "1s", "--", "sh", "-c", script)
+		if r.code != 124 {
+			t.Fatalf("exit %d, want 124; stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		requireOneLine(t, r.stderr, "timeout", "1s", "killed the process tree")
+		if strings.Contains(r.stderr, "idle") {
+			t.Errorf("stderr names the idle timeout, but the wall-clock timeout fired: %q", r.stderr)
+		}
+		requireMarkerGone(t, m)
+	})
+
+	t.Run("idle timeout exits 124 and says so", func(t *testing.T) {
+		t.Parallel()
+		m := sleepMarker(t)
+		r := runCorral(t, bin, nil, "run", "--idle-timeout", "1s", "--grace", "1s", "--",
+			"sh", "-c", "echo started; sleep "+m)
+		if r.code != 124 || r.stdout != "started\n" {
+			t.Fatalf("exit %d stdout %q stderr %q, want 124 and the output so far", r.code, r.stdout, r.stderr)
+		}
+		requireOneLine(t, r.stderr, "idle timeout", "1s", "killed the process tree")
+		requireMarkerGone(t, m)
+	})
+
+	t.Run("death by signal exits 128+N", func(t *testing.T) {
+		t.Parallel()
+		for sig, want := range map[string]int{"USR1": 128 + 10, "KILL": 128 + 9} {
+			r := runCorral(t, bin, nil, "run", "--", "sh", "-c", "kill -"+sig+" $$")
+			if r.code != want {
+				t.Errorf("kill -%s: exit %d, want %d; stderr %q", sig, r.code, want, r.stderr)
+			}
+		}
+	})
+
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run("interrupt "+tc.sig.String()+" kills the tree", func(t *testing.T) {
+			t.Parallel()
+			m := sleepMarker(t)
+			// The command ignores INT and TERM: only the kill's SIGKILL
+			// after --grace ends it.
+			cmd := exec.Command(bin, "run", "--grace", "1s", "--", "sh", "-c",
+				fmt.Sprintf(`trap "" INT TERM; (setsid sleep %s &); echo ready; sleep %s`, m, m))
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			// Output is streamed live: "ready" arrives while the command runs.
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil || line != "ready\n" {
+				t.Fatalf("first line %q, %v; stderr %q", line, err, errOut.String())
+			}
+			requireMarkerRunning(t, m, 2)
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+			err = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Fatalf("exit %d (%v), want %d; stderr %q", code, err, tc.code, errOut.String())
+			}
+			requireMarkerGone(t, m)
+		})
+	}
+
+	t.Run("env and dir", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		r := runCorral(t, bin, nil, "run", "--env", "CORRAL_TEST_A=one two", "--env", "CORRAL_TEST_B=x=y",
+			"--dir", dir, "--", `echo "$CORRAL_TEST_A|$CORRAL_TEST_B"; pwd -P`)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "one two|x=y\n" + real + "\n"; r.code != 0 || r.stdout != want {
+			t.Fatalf("exit %d stdout %q, want %q; stderr %q", r.code, r.stdout, want, r.stderr)
+		}
+	})
+
+	t.Run("missing dir fails to start with 125", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "--dir", filepath.Join(t.TempDir(), "nope"), "--", "true")
+		if r.code != 125 {
+			t.Fatalf("exit %d, want 125; stderr %q", r.code, r.stderr)
+		}
+		requireOneLine(t, r.stderr, "nope")
+	})
+
+	t.Run("stdin only with --stdin", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, strings.NewReader("hello\nworld\n"), "run", "--stdin", "--", "tr a-z A-Z")
+		if r.code != 0 || r.stdout != "HELLO\nWORLD\n" {
+			t.Fatalf("--stdin: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		r = runCorral(t, bin, strings.NewReader("hello\n"), "run", "--", "cat; echo done")
+		if r.code != 0 || r.stdout != "done\n" {
+			t.Fatalf("without --stdin the command must read EOF: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("pty", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "run", "--pty", "--", "test -t 1 && echo tty; exit 5")
+		if r.code != 5 || strings.TrimSpace(r.stdout) != "tty" {
+			t.Fatalf("exit %d stdout %q stderr %q, want 5 and tty", r.code, r.stdout, r.stderr)
+		}
+		r = runCorral(t, bin, nil, "run", "--", "test -t 1 || echo pipe")
+		if r.stdout != "pipe\n" {
+			t.Fatalf("without --pty stdout must not be a terminal: %q", r.stdout)
+		}
+	})
+
+	t.Run("usage errors exit 2 with one line", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{
+			{"run", "--bogus", "--", "true"},
+			{"run", "--timeout", "soon", "--", "true"},
+			{"run"},
+			{"run", "--backend", "nowhere://x", "--", "true"},
+		} {
+			r := runCorral(t, bin, nil, args...)
+			if r.code != 2 || r.stdout != "" {
+				t.Errorf("%q: exit %d stdout %q, want 2 and nothing", args, r.code, r.stdout)
+			}
+			requireOneLine(t, r.stderr, "corral: ")
+		}
+	})
+
+	t.Run("version", func(t *testing.T) {
+		t.Parallel()
+		r := runCorral(t, bin, nil, "version")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "corral ") || !strings.Contains(r.stdout, "go: go1.") {
+			t.Fatalf("got %+v", r)
+		}
+	})
+}
