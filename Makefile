@@ -1,0 +1,86 @@
+# corral's build and test entry points. `make test` is what CI runs
+# (.ci/run); it must pass on a fresh Debian 12 machine with Go, Docker and
+# the packages .ci/run installs.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+GO ?= go
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GOBIN_DIR)/staticcheck
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || true)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+# Extra flags for go test, e.g. GOTESTFLAGS=-v (CI) or GOTESTFLAGS='-run TestX'.
+GOTESTFLAGS ?=
+TEST_TIMEOUT ?= 25m
+# -benchtime for make bench; each benchmark sizes its own work per op.
+BENCHTIME ?= 1s
+
+# Tests that need Docker or sshd skip without them, unless these are 1:
+# then they fail. .ci/run sets both.
+export CORRAL_REQUIRE_DOCKER
+export CORRAL_REQUIRE_SSH
+
+.PHONY: test fmt-check vet staticcheck staticcheck-install test-image unit cross build bench clean
+
+## test: everything CI checks, in order: format, vet, staticcheck, tests, cross-builds
+test: fmt-check vet staticcheck test-image unit cross
+	@echo "make test: all checks passed"
+
+fmt-check:
+	@files="$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*'))"; \
+	if [[ -n "$$files" ]]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$files"; exit 1; fi
+	@echo "gofmt: ok"
+
+vet:
+	$(GO) vet ./...
+
+# Installs the pinned staticcheck into GOPATH/bin when missing or another version.
+staticcheck-install:
+	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))"; then \
+		echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+		GOBIN="$(GOBIN_DIR)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+
+staticcheck: staticcheck-install
+	"$(STATICCHECK)" ./...
+
+# The Docker tests run in an image built locally from busybox-static (no
+# registry is reachable). Built when an engine is reachable or required.
+test-image:
+	@if [[ "$${CORRAL_REQUIRE_DOCKER:-}" == 1 ]] || docker version >/dev/null 2>&1; then \
+		if [[ -f scripts/build-test-image.sh ]]; then bash scripts/build-test-image.sh; fi; \
+	else \
+		echo "test-image: no Docker engine reachable; Docker tests will skip"; \
+	fi
+
+unit:
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
+	@echo "cross-builds: ok (darwin/arm64, windows/amd64)"
+
+## build: ./bin/corral with version and commit stamped in
+build:
+	@mkdir -p bin
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/corral ./cmd/corral
+	@echo "built bin/corral ($(VERSION))"
+
+## bench: run every package's benchmarks and print the corral-vs-baseline table
+bench:
+	@mkdir -p bin
+	$(GO) build -o bin/benchtab ./internal/benchtab/cmd/benchtab
+	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | xargs -n1 dirname | sort -u)"; \
+	echo "benchmarking: $$pkgs"; \
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $$pkgs | tee bin/bench.txt; \
+	echo; bin/benchtab < bin/bench.txt
+
+clean:
+	rm -rf bin
