@@ -1,0 +1,95 @@
+// Package docker is corral's Docker backend: an env.Environment inside one
+// container, reached through the Docker Engine API.
+//
+// Processes are run by the wrapped-process engine of env/nohup (setsid,
+// pid/log/exit files, polling by byte offset, tree kill by process group
+// plus scan); this package brings its [Transport] — each short engine
+// script is one exec (/bin/sh -c script) — and the container's lifecycle.
+// Wrapping is not optional here: the Engine API has no endpoint that kills
+// an exec'd process, so a process is signalled from a second exec.
+//
+// # Targets
+//
+// [Open] takes one of two targets:
+//
+//	docker://NAME                an existing, running container (name or ID)
+//	docker-image://IMAGE?options a sandbox container created from IMAGE
+//
+// docker://NAME uses the container as it is; a stopped one is an error
+// naming the fix (docker start NAME), and Close leaves the container
+// alone.
+//
+// docker-image://IMAGE creates a sandbox with hardened defaults:
+//
+//   - an init process as PID 1 (HostConfig.Init), which reaps orphans and
+//     forwards SIGTERM;
+//   - every capability dropped except CHOWN, DAC_OVERRIDE, FOWNER, SETUID,
+//     SETGID and KILL ([Capabilities]);
+//   - no-new-privileges, so setuid binaries cannot raise privileges;
+//   - pids limit 512 (a fork bomb stays inside), memory 2 GiB without
+//     extra swap, 2 CPUs (at most the engine's CPU count);
+//   - a 512 MiB tmpfs on /tmp (nosuid, nodev; exec is allowed because
+//     builds run binaries from /tmp), which also holds corral's process
+//     state (/tmp/.corral);
+//   - labels dev.corral.managed=true, dev.corral.owner=OWNER,
+//     dev.corral.config=HASH (image and options), dev.corral.persist and
+//     dev.corral.target.
+//
+// The container's main command idles in a loop any POSIX sh runs
+// (busybox has no `sleep infinity`) and exits at once on SIGTERM.
+//
+// Options (query parameters; each at most once):
+//
+//	network=none|bridge   no network at all, or the default bridge (default)
+//	readonly=true         read-only root filesystem (/tmp stays writable)
+//	workspace=/host/path  bind mount at /workspace, the default working dir
+//	user=UID[:GID]        run as this user instead of the image's
+//	memory=2g cpus=2 pids=512  resource limits
+//	persist=true          keep the container when the Environment is closed
+//	name=NAME             container name (default: corral-<hash of owner,
+//	                      image and options>)
+//
+// # Finding a sandbox again
+//
+// The default container name is derived from the owner and the target, so a
+// supervisor that crashed and restarts with the same owner and target finds
+// its sandbox (by name, then checking the managed, owner and config labels)
+// and re-uses it: detached processes are re-attached with
+// env.Environment.Attach. A stopped sandbox is started again (its
+// processes are gone). A container of that name that is not a sandbox of
+// this owner and configuration is an error naming the fix. Two supervisors
+// with the same owner that open the same target share one sandbox, and the
+// first to Close removes it: give each its own name=, or persist=true.
+//
+// [Reap] removes sandboxes left behind by crashed supervisors (an explicit
+// command calls it; nothing reaps implicitly).
+//
+// # Close
+//
+// Close kills the processes started without Spec.Detach (the nohup
+// engine's rule), then, for a docker-image target without persist=true,
+// force-removes the container with everything in it, detached processes
+// included. docker:// containers and persistent sandboxes are left
+// running. Close always releases the engine connection.
+//
+// # Name, errors
+//
+// Name is "docker://" + the container's name for both kinds of target, so
+// a Ref stays valid however the sandbox is opened again. A container that
+// was removed or stopped makes every call fail with an error matching
+// env.ErrSandboxGone and naming the container; an engine that cannot be
+// reached gives env.ErrUnavailable. A missing image is one error naming
+// the fix (build it with scripts/build-test-image.sh, or docker
+// pull/import it).
+//
+// # Engine
+//
+// The engine is found as the docker CLI finds it: Options.Host, else
+// DOCKER_HOST (with DOCKER_TLS_VERIFY / DOCKER_CERT_PATH), else the context
+// named by DOCKER_CONTEXT or by currentContext in ~/.docker/config.json
+// (DOCKER_CONFIG moves that directory), including a context's TLS files;
+// a context's SkipTLSVerify is not honoured. The engine must speak Engine
+// API 1.40 or newer (Docker 19.03+; Debian 12's docker.io 20.10 speaks
+// 1.41): Open negotiates the version at once and names both versions when
+// the engine is too old.
+package docker
