@@ -1,0 +1,186 @@
+package envtest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/env"
+)
+
+var specCases = []testCase{
+	{"DirRoot", testDirRoot},
+	{"DirWithSpaceAndQuote", testDirCreated},
+	{"EnvValues", testEnvValues},
+	{"Invalid", testInvalidSpecs},
+	{"Unsupported", testUnsupported},
+}
+
+// shellQuote single-quotes s for /bin/sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// tempDir creates a directory in the sandbox, through e, removed (through
+// e) when the test ends.
+func (s *suite) tempDir(t *testing.T, e env.Environment) string {
+	t.Helper()
+	d := strings.TrimSuffix(s.sh(t, e, "mktemp -d"), "\n")
+	if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
+		t.Fatalf("mktemp -d printed %q, want an absolute path", d)
+	}
+	t.Cleanup(func() { s.sh(t, e, "rm -rf "+shellQuote(d)) })
+	return d
+}
+
+func testDirRoot(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	out, st := s.run(t, e, env.Spec{Command: "pwd", Dir: "/"})
+	if !st.Success() || string(out) != "/\n" {
+		t.Errorf("pwd in / = %q, %v; want \"/\\n\", exit status 0", out, st)
+	}
+}
+
+func testDirCreated(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	base := s.tempDir(t, e)
+	// Ask the sandbox for the physical path, so a symlinked /tmp (macOS)
+	// does not make the comparison fail.
+	dir := strings.TrimSuffix(s.sh(t, e, "d="+shellQuote(base+`/a b'c $x`)+` && mkdir "$d" && cd "$d" && pwd -P`), "\n")
+	out, st := s.run(t, e, env.Spec{Command: "pwd -P", Dir: dir})
+	if !st.Success() || string(out) != dir+"\n" {
+		t.Errorf("pwd -P = %q, %v; want %q, exit status 0", out, st, dir+"\n")
+	}
+}
+
+func testEnvValues(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	tricky := "it's \"quoted\" $(echo INJECTED) `echo BACKTICK` $HOME ; echo X \\n\\\\ *\nsecond line\t\ttabs = equals\n"
+	out, st := s.run(t, e, env.Spec{
+		Command: `printf '%s|' "$FOO" "$BAR" "${EMPTY-unset}" "$lower_case1"`,
+		Env: []string{
+			"FOO=overridden",
+			"FOO=" + tricky, // later entries win
+			"BAR=a=b=c",
+			"EMPTY=",
+			"lower_case1=ok",
+		},
+	})
+	want := tricky + "|a=b=c||ok|"
+	if !st.Success() || string(out) != want {
+		t.Errorf("environment seen by the process = %q, %v;\nwant %q", out, st, want)
+	}
+}
+
+// testInvalidSpecs: every bad spec is refused before anything runs.
+func testInvalidSpecs(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	caps := e.Capabilities()
+	dir := s.tempDir(t, e)
+	s.sh(t, e, "echo > "+shellQuote(dir+"/plain-file"))
+	sentinel := dir + "/started"
+	// If the backend ran any of these, the sentinel file appears.
+	mark := "echo started >> " + shellQuote(sentinel)
+	type badSpec struct {
+		name   string
+		spec   env.Spec
+		field  string
+		dirErr bool
+	}
+	cases := []badSpec{
+		{"MissingDir", env.Spec{Command: mark, Dir: dir + "/does-not-exist"}, "Dir", true},
+		{"DirIsAFile", env.Spec{Command: mark, Dir: dir + "/plain-file"}, "Dir", true},
+		{"EmptyCommand", env.Spec{Command: ""}, "Command", false},
+		{"BlankCommand", env.Spec{Command: " \t\n "}, "Command", false},
+		{"NULInCommand", env.Spec{Command: mark + "\x00"}, "Command", false},
+		{"EnvNameWithDash", env.Spec{Command: mark, Env: []string{"FO-O=x"}}, "Env", false},
+		{"EnvNameLeadingDigit", env.Spec{Command: mark, Env: []string{"1FOO=x"}}, "Env", false},
+		{"EnvEmptyName", env.Spec{Command: mark, Env: []string{"=x"}}, "Env", false},
+		{"EnvNoEquals", env.Spec{Command: mark, Env: []string{"FOO"}}, "Env", false},
+		{"EnvNameInjection", env.Spec{Command: mark, Env: []string{"X;touch /tmp/x;Y=1"}}, "Env", false},
+		{"BadTag", env.Spec{Command: mark, Tag: "no spaces allowed"}, "Tag", false},
+	}
+	if caps.PTY {
+		cases = append(cases, badSpec{"ZeroPTYSize", env.Spec{Command: mark, PTY: &env.WindowSize{}}, "PTY", false})
+	}
+	for _, c := range cases {
+		p, err := e.Start(s.ctx(t), c.spec)
+		if err == nil {
+			t.Errorf("%s: Start(%+v) succeeded, want an error matching ErrInvalidSpec", c.name, c.spec)
+			s.reap(t, p)
+			continue
+		}
+		if p != nil {
+			t.Errorf("%s: Start returned a non-nil Process with its error", c.name)
+		}
+		if !errors.Is(err, env.ErrInvalidSpec) {
+			t.Errorf("%s: error %v does not match ErrInvalidSpec", c.name, err)
+		}
+		if c.dirErr && !errors.Is(err, env.ErrDirNotFound) {
+			t.Errorf("%s: error %v does not match ErrDirNotFound", c.name, err)
+		}
+		var se *env.SpecError
+		if !errors.As(err, &se) {
+			t.Errorf("%s: error %v is not a *env.SpecError", c.name, err)
+		} else if se.Field != c.field {
+			t.Errorf("%s: SpecError.Field = %q, want %q", c.name, se.Field, c.field)
+		}
+	}
+	// A valid spec with the same command works, which also proves the
+	// sentinel check below can see a start.
+	s.sh(t, e, mark+" && rm "+shellQuote(sentinel))
+	if out := s.sh(t, e, "if [ -e "+shellQuote(sentinel)+" ]; then echo ran; fi"); out != "" {
+		t.Errorf("a rejected spec ran anyway (sentinel file exists)")
+	}
+}
+
+func testUnsupported(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	caps := e.Capabilities()
+	if caps.TreeKill == "" {
+		t.Errorf("Capabilities.TreeKill is empty; name the mechanism")
+	}
+	if caps.Resize && !caps.PTY {
+		t.Errorf("Capabilities: Resize without PTY")
+	}
+	if caps.ReattachPTY && !(caps.PTY && caps.Reattach) {
+		t.Errorf("Capabilities: ReattachPTY without PTY and Reattach")
+	}
+	if e.Name() == "" {
+		t.Errorf("Name() is empty")
+	}
+	if !caps.Reattach {
+		p, err := e.Start(s.ctx(t), env.Spec{Command: "exit 0", Detach: true})
+		if !errors.Is(err, env.ErrUnsupported) {
+			t.Errorf("Start with Detach on a backend without Reattach = %v, want ErrUnsupported", err)
+		}
+		if p != nil {
+			s.reap(t, p)
+		}
+	}
+	if !caps.PTY {
+		p, err := e.Start(s.ctx(t), env.Spec{Command: "exit 0", PTY: &env.WindowSize{Rows: 24, Cols: 80}})
+		if !errors.Is(err, env.ErrUnsupported) {
+			t.Errorf("Start with a PTY on a backend without PTY = %v, want ErrUnsupported", err)
+		}
+		if p != nil {
+			s.reap(t, p)
+		}
+	}
+	if !caps.Stdin {
+		p, err := e.Start(s.ctx(t), env.Spec{Command: "exit 0", Stdin: true})
+		if !errors.Is(err, env.ErrUnsupported) {
+			t.Errorf("Start with Stdin on a backend without stdin = %v, want ErrUnsupported", err)
+		}
+		if p != nil {
+			s.reap(t, p)
+		}
+	}
+	// Resize needs a PTY.
+	m := NewMarker()
+	s.killMarkedAtCleanup(t, e, m)
+	p := s.start(t, e, env.Spec{Command: "sleep " + m})
+	if err := p.Resize(s.ctx(t), env.WindowSize{Rows: 30, Cols: 100}); !errors.Is(err, env.ErrUnsupported) {
+		t.Errorf("Resize without a PTY = %v, want ErrUnsupported", err)
+	}
+}
