@@ -181,3 +181,111 @@ func (s *Subscription) Close() {
 	s.mu.Unlock()
 	s.r.unsubscribe(s)
 }
+
+// eventState is the event stream: sequence numbers, subscribers and the
+// global rate limit. Its lock is taken after a process's lock is released
+// and never while holding the registry lock.
+type eventState struct {
+	mu         sync.Mutex
+	seq        int64
+	subs       map[*Subscription]struct{}
+	recent     []time.Time // times of the events delivered in the last window
+	cooling    bool
+	suppressed map[EventType]int
+	stopTimer  func() bool
+	closed     bool
+}
+
+// Subscribe returns a subscription to the events published from now on.
+// Close it when done.
+func (r *Registry) Subscribe() *Subscription {
+	s := newSubscription(r, r.cfg.SubscriptionBuffer)
+	r.ev.mu.Lock()
+	defer r.ev.mu.Unlock()
+	if r.ev.closed {
+		s.closed = true
+		close(s.done)
+		return s
+	}
+	r.ev.subs[s] = struct{}{}
+	return s
+}
+
+func (r *Registry) unsubscribe(s *Subscription) {
+	r.ev.mu.Lock()
+	delete(r.ev.subs, s)
+	r.ev.mu.Unlock()
+}
+
+// publish applies the global rate limit and hands ev to every subscriber.
+func (r *Registry) publish(ev Event) {
+	e := &r.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	now := r.clock.Now()
+	if e.cooling {
+		e.suppressed[ev.Type]++
+		return
+	}
+	cut := 0
+	for cut < len(e.recent) && now.Sub(e.recent[cut]) >= GlobalEventWindow {
+		cut++
+	}
+	e.recent = append(e.recent[:0], e.recent[cut:]...)
+	if len(e.recent) >= GlobalEventMax {
+		e.cooling = true
+		e.suppressed = map[EventType]int{ev.Type: 1}
+		e.stopTimer = r.clock.AfterFunc(GlobalCooldown, r.endCooldown)
+		r.log.Warn("event rate limit reached; holding events back", "max", GlobalEventMax, "window", GlobalEventWindow, "cooldown", GlobalCooldown)
+		return
+	}
+	e.recent = append(e.recent, now)
+	r.deliverLocked(ev, now)
+}
+
+func (r *Registry) deliverLocked(ev Event, now time.Time) {
+	e := &r.ev
+	e.seq++
+	ev.Seq, ev.Time = e.seq, now
+	for s := range e.subs {
+		s.push(ev)
+	}
+}
+
+// endCooldown publishes the summary of the events held back.
+func (r *Registry) endCooldown() {
+	e := &r.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || !e.cooling {
+		return
+	}
+	total := 0
+	for _, n := range e.suppressed {
+		total += n
+	}
+	ev := Event{Type: EventSuppressed, Suppressed: e.suppressed,
+		Summary: fmt.Sprintf("%d events were held back by the rate limit (%d per %s); `corral ps --all` shows current states", total, GlobalEventMax, GlobalEventWindow)}
+	e.cooling, e.suppressed, e.stopTimer, e.recent = false, nil, nil, e.recent[:0]
+	r.deliverLocked(ev, r.clock.Now())
+}
+
+func (r *Registry) closeEvents() {
+	e := &r.ev
+	e.mu.Lock()
+	e.closed = true
+	if e.stopTimer != nil {
+		e.stopTimer()
+	}
+	subs := make([]*Subscription, 0, len(e.subs))
+	for s := range e.subs {
+		subs = append(subs, s)
+	}
+	e.mu.Unlock()
+	for _, s := range subs {
+		s.Close()
+	}
+}
