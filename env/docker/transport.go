@@ -116,7 +116,7 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 }
 
 // probe runs a trivial exec whose success is unambiguous: an echo of a
-// nonce. Anything else means the container is going away.
+// nonce. It returns nil when the container runs processes normally.
 func (t *Transport) probe(ctx context.Context) error {
 	nonce := fmt.Sprintf("corral-probe-%d", time.Now().UnixNano())
 	created, err := t.cli.ExecCreate(ctx, t.container, client.ExecCreateOptions{
@@ -141,10 +141,20 @@ func (t *Transport) probe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if code != 0 || strings.TrimSpace(out.String()) != nonce {
-		return fmt.Errorf("docker: container %s is stopping (%s): %w", t.container, strings.TrimSpace(out.String()), env.ErrSandboxGone)
+	got := strings.TrimSpace(out.String())
+	if code == 0 && got == nonce {
+		return nil
 	}
-	return nil
+	// The runtime says why it could not exec: a stopping container, or one
+	// that cannot start a process right now (its pids limit is exhausted by
+	// a fork bomb), which is not gone at all.
+	if strings.Contains(got, "stopped") {
+		return fmt.Errorf("docker: container %s is stopping (%s): %w", t.container, got, env.ErrSandboxGone)
+	}
+	if err := t.checkRunning(ctx); err != nil {
+		return err
+	}
+	return fmt.Errorf("docker: container %s cannot run processes right now (exit %d: %.200s): %w", t.container, code, got, env.ErrUnavailable)
 }
 
 // lostStream classifies a stream that broke before the script's end.
