@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os/exec"
 	"sync"
 	"testing"
@@ -50,6 +51,9 @@ func BenchmarkStartFirstByte(b *testing.B) {
 			Open: func(ctx context.Context, target string) (env.Environment, error) {
 				return local.New(local.Options{})
 			},
+			// The event rate limiter warns at this pace; its lines would
+			// split go test's result line.
+			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			b.Fatal(err)

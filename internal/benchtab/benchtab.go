@@ -72,6 +72,8 @@ func Parse(r io.Reader) ([]Result, error) {
 		order []string
 		byKey = map[string]*acc{}
 		pkg   string
+		// pending is the benchmark whose figures have not been read yet.
+		pending string
 	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
@@ -81,23 +83,52 @@ func Parse(r io.Reader) ([]Result, error) {
 		line := strings.TrimSpace(sc.Text())
 		if p, ok := strings.CutPrefix(line, "pkg:"); ok {
 			pkg = strings.TrimSpace(p)
-			continue
-		}
-		if !strings.HasPrefix(line, "Benchmark") {
+			pending = ""
 			continue
 		}
 		fields := strings.Fields(line)
-		// A result line is: name, iterations, then value/unit pairs. A name
-		// alone on a line is what `go test -v` prints before sub-benchmarks
-		// run, and a name followed by log output is not a result either.
-		if len(fields) < 4 || len(fields)%2 != 0 {
+		if len(fields) == 0 {
 			continue
 		}
-		iters, err := strconv.ParseInt(fields[1], 10, 64)
+		// A result line is: name, iterations, then value/unit pairs. When
+		// the benchmark logs while it runs, go test prints the name, then
+		// the log lines, then the figures on a line of their own: remember
+		// the name until its figures arrive.
+		named := strings.HasPrefix(fields[0], "Benchmark")
+		if named {
+			pending = fields[0]
+			if len(fields) < 2 {
+				continue
+			}
+			fields = fields[1:]
+		} else if pending == "" {
+			continue
+		}
+		if len(fields) < 3 || len(fields)%2 != 1 {
+			continue
+		}
+		iters, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
-			continue
+			continue // log output, not figures
 		}
-		name := procsSuffix.ReplaceAllString(strings.TrimPrefix(fields[0], "Benchmark"), "")
+		values := make([]float64, 0, len(fields)/2)
+		var bad string
+		for i := 1; i < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				bad = fields[i]
+				break
+			}
+			values = append(values, v)
+		}
+		if bad != "" {
+			if !named {
+				continue // a log line that happens to start with a number
+			}
+			return nil, fmt.Errorf("benchtab: line %d: figure %q is not a number: %q", lineNo, bad, line)
+		}
+		name := procsSuffix.ReplaceAllString(strings.TrimPrefix(pending, "Benchmark"), "")
+		pending = ""
 		key := pkg + "\x00" + name
 		a := byKey[key]
 		if a == nil {
@@ -107,12 +138,8 @@ func Parse(r io.Reader) ([]Result, error) {
 		}
 		a.res.Runs++
 		a.res.Iterations += float64(iters)
-		for i := 2; i < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("benchtab: line %d: metric %q is not a number: %q", lineNo, fields[i+1], line)
-			}
-			unit := fields[i+1]
+		for j, v := range values {
+			unit := fields[2*j+2]
 			if _, seen := a.sums[unit]; !seen {
 				a.res.Metrics = append(a.res.Metrics, Metric{Unit: unit})
 			}

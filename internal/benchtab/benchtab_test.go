@@ -13,7 +13,9 @@ cpu: Some CPU @ 2.00GHz
 BenchmarkStartFirstByte
 BenchmarkStartFirstByte/corral
 BenchmarkStartFirstByte/corral-2         	     100	   2600000 ns/op	   12000 B/op	     150 allocs/op
-BenchmarkStartFirstByte/corral-2         	     100	   2400000 ns/op	   12000 B/op	     150 allocs/op
+BenchmarkStartFirstByte/corral-2         	2026/11/22 07:34:06 WARN something logged 1 2
+2026/11/22 07:34:06 WARN more log
+     100	   2400000 ns/op	   12000 B/op	     150 allocs/op
 BenchmarkStartFirstByte/baseline-2       	     200	   2000000 ns/op	    9000 B/op	      90 allocs/op
 PASS
 ok  	github.com/corralhq/corral/bench	3.012s
@@ -63,6 +65,13 @@ func TestParse(t *testing.T) {
 	}
 	if results[2].Pkg != "github.com/corralhq/corral/registry" {
 		t.Errorf("pkg not switched: %q", results[2].Pkg)
+	}
+}
+
+func TestParseIgnoresNumbersWithoutABenchmark(t *testing.T) {
+	results, err := Parse(strings.NewReader("PASS\n   10   20 ns/op\nok  x  1s\nBenchmarkA-2  log line\n  5 apples 3\n"))
+	if err != nil || len(results) != 0 {
+		t.Fatalf("results %+v, err %v; want none", results, err)
 	}
 }
 
