@@ -272,6 +272,23 @@ func TestCorralRun(t *testing.T) {
 		}
 	})
 
+	t.Run("secrets are filtered unless allowed", func(t *testing.T) {
+		t.Parallel()
+		show := `echo "[$CORRAL_TEST_TOKEN][$CORRAL_TEST_PLAIN]"`
+		cmd := exec.Command(bin, "run", "--", show)
+		cmd.Env = append(os.Environ(), "CORRAL_TEST_TOKEN=s3cret", "CORRAL_TEST_PLAIN=visible")
+		out, err := cmd.Output()
+		if err != nil || string(out) != "[][visible]\n" {
+			t.Fatalf("default: %q, %v; want the token filtered out", out, err)
+		}
+		cmd = exec.Command(bin, "run", "--allow-env", "CORRAL_TEST_TOKEN", "--", show)
+		cmd.Env = append(os.Environ(), "CORRAL_TEST_TOKEN=s3cret", "CORRAL_TEST_PLAIN=visible")
+		out, err = cmd.Output()
+		if err != nil || string(out) != "[s3cret][visible]\n" {
+			t.Fatalf("--allow-env: %q, %v; want the token passed on", out, err)
+		}
+	})
+
 	t.Run("missing dir fails to start with 125", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--dir", filepath.Join(t.TempDir(), "nope"), "--", "true")

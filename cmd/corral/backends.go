@@ -11,7 +11,7 @@ import (
 
 // This file is the one place where backend targets are resolved to
 // Environments. A new backend adds one case to checkBackend and one to
-// openBackend.
+// backendOptions.open.
 
 // defaultBackend is used when --backend is not given.
 const defaultBackend = "local"
@@ -30,15 +30,22 @@ func checkBackend(target string) error {
 	}
 }
 
-// openBackend is the registry's Config.Open: it resolves a target such as
+// backendOptions carries the flags that configure backends.
+type backendOptions struct {
+	// allowEnv names secret-looking variables of corral's environment that
+	// the local backend passes on nevertheless (--allow-env).
+	allowEnv []string
+}
+
+// open is the registry's Config.Open: it resolves a target such as
 // "local" (later "docker://web", "ssh://host") to an Environment.
-func openBackend(ctx context.Context, target string) (env.Environment, error) {
+func (b backendOptions) open(ctx context.Context, target string) (env.Environment, error) {
 	if err := checkBackend(target); err != nil {
 		return nil, err
 	}
 	switch target {
 	case "local":
-		e, err := local.New(local.Options{})
+		e, err := local.New(local.Options{AllowEnv: b.allowEnv})
 		if err != nil {
 			return nil, fmt.Errorf("open backend local: %w", err)
 		}

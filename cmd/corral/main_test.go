@@ -78,6 +78,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{"missing command after --", []string{"run", "--timeout", "1s", "--"}, "missing command"},
 		{"env without =", []string{"run", "--env", "FOO", "--", "true"}, `--env "FOO": must be KEY=VALUE`},
 		{"env bad name", []string{"run", "--env", "1X=2", "--", "true"}, "variable name"},
+		{"allow-env bad name", []string{"run", "--allow-env", "A-B", "--", "true"}, `--allow-env "A-B"`},
 		{"unknown backend", []string{"run", "--backend", "docker://web", "--", "true"}, `backend "docker://web" not available yet`},
 		{"bad log level", []string{"--log-level", "loud", "version"}, "--log-level"},
 		{"version takes no args", []string{"version", "extra"}, "unknown command"},

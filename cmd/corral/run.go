@@ -26,6 +26,7 @@ type runOptions struct {
 	pty         bool
 	stdin       bool
 	env         []string
+	allowEnv    []string
 	dir         string
 }
 
@@ -53,6 +54,11 @@ prints one line on stderr naming the timeout and exits 124.
 SIGINT (Ctrl-C) or SIGTERM sent to corral kills the tree the same way and
 exits 130 or 143.
 
+Secrets: the command inherits corral's environment minus variables that look
+like credentials (*_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD, AWS_*, OPENAI_*,
+ANTHROPIC_*, SSH_AUTH_SOCK, DATABASE_URL and similar). Pass one on with
+--allow-env NAME, or set a value explicitly with --env NAME=VALUE.
+
 Exit status: the command's exit code; 128+N when signal N ended it; 124 after
 a timeout; 130/143 when interrupted; 125 when corral could not run the command
 (backend or start failure); 2 for a usage error.`
@@ -61,6 +67,7 @@ const runExample = `  corral run -- sh -c 'echo hi; exit 3'      # prints hi, ex
   corral run --timeout 10m -- 'go test ./...'
   corral run --idle-timeout 2m --grace 10s -- npm run build
   corral run --env CI=1 --dir ./web -- make
+  corral run --allow-env GITHUB_TOKEN -- gh pr list
   corral run --pty -- ls --color=auto
   echo data | corral run --stdin -- wc -c`
 
@@ -95,6 +102,8 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&o.pty, "pty", false, "run on a pseudo-terminal (sized like corral's terminal, else 24x80)")
 	f.BoolVar(&o.stdin, "stdin", false, "copy corral's stdin to the command, closing it at EOF")
 	f.StringArrayVar(&o.env, "env", nil, "set a variable KEY=VALUE for the command (repeatable)")
+	f.StringArrayVar(&o.allowEnv, "allow-env", nil,
+		"pass this secret-looking variable of corral's environment on (repeatable; see Secrets above)")
 	f.StringVar(&o.dir, "dir", "", "working directory (default: corral's)")
 	return cmd
 }
@@ -115,6 +124,11 @@ func (o runOptions) validate() error {
 		}
 		if !env.ValidEnvName(name) {
 			return usageErrorf("run: --env %q: variable name must match [A-Za-z_][A-Za-z0-9_]*", kv)
+		}
+	}
+	for _, name := range o.allowEnv {
+		if !env.ValidEnvName(name) {
+			return usageErrorf("run: --allow-env %q: give a variable name matching [A-Za-z_][A-Za-z0-9_]*", name)
 		}
 	}
 	if err := checkBackend(o.backend); err != nil {
@@ -156,7 +170,7 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	}()
 
 	reg, err := registry.New(registry.Config{
-		Open:           openBackend,
+		Open:           backendOptions{allowEnv: o.allowEnv}.open,
 		DefaultBackend: defaultBackend,
 		DefaultGrace:   o.grace,
 		Logger:         slog.Default(),
