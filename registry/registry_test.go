@@ -1,0 +1,768 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corralhq/corral/env"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// generous bounds every wait on a condition; tests never assert timing.
+const generous = 20 * time.Second
+
+type fixture struct {
+	t     *testing.T
+	r     *Registry
+	env   *fakeEnv
+	clock *manualClock
+}
+
+func newFixture(t *testing.T, mod func(*Config)) *fixture {
+	t.Helper()
+	fe := newFakeEnv()
+	f := &fixture{t: t, env: fe}
+	cfg := Config{
+		Open: func(ctx context.Context, target string) (env.Environment, error) {
+			if target != "local" && target != "fake" {
+				return nil, fmt.Errorf("unknown target %q", target)
+			}
+			return fe, nil
+		},
+		DefaultGrace: 50 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	if mc, ok := cfg.Clock.(*manualClock); ok {
+		f.clock = mc
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.r = r
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return f
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (f *fixture) start(opts StartOptions) (Info, *fakeProc) {
+	f.t.Helper()
+	if opts.Command == "" {
+		opts.Command = "fake command"
+	}
+	in, err := f.r.Start(ctxT(f.t), opts)
+	if err != nil {
+		f.t.Fatalf("Start: %v", err)
+	}
+	return in, f.env.last()
+}
+
+// eventually waits for cond, failing after a generous deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(generous)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestNewRequiresOpen(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("New without Open: %v", err)
+	}
+	if _, err := New(Config{Open: func(context.Context, string) (env.Environment, error) { return nil, nil }, BufferSize: 10, HeadSize: 10}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("HeadSize >= BufferSize: %v", err)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	f := newFixture(t, nil)
+	in, _ := f.start(StartOptions{})
+	if !ValidID(in.ID) || len(in.ID) != len("proc_")+12 {
+		t.Fatalf("ID %q is not proc_ + 12 hex", in.ID)
+	}
+	for _, arg := range []string{in.ID, in.ID[:9], strings.TrimPrefix(in.ID, "proc_")[:4], strings.TrimPrefix(in.ID, "proc_")} {
+		got, err := f.r.Resolve(arg)
+		if err != nil || got != in.ID {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", arg, got, err, in.ID)
+		}
+	}
+	for _, bad := range []string{"", "proc_", "abc", "proc_ABCDEF012345", "proc_0123456789abc", "xyz1234", "proc_12 4", "../etc"} {
+		_, err := f.r.Get(bad)
+		if !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), "12 lowercase hex digits") {
+			t.Errorf("Get(%q) = %v, want ErrInvalidID naming the expected form", bad, err)
+		}
+	}
+	// Every entry point validates.
+	ctx := ctxT(t)
+	checks := map[string]error{}
+	_, checks["Poll"] = f.r.Poll(ctx, "nope", 0)
+	_, checks["Log"] = f.r.Log(ctx, "nope", LogOptions{})
+	_, checks["Wait"] = f.r.Wait(ctx, "nope", time.Second)
+	_, checks["Kill"] = f.r.Kill(ctx, "nope", KillOptions{})
+	checks["Write"] = f.r.Write(ctx, "nope", []byte("x"))
+	checks["Submit"] = f.r.Submit(ctx, "nope", "x")
+	checks["CloseStdin"] = f.r.CloseStdin(ctx, "nope")
+	checks["Remove"] = f.r.Remove(ctx, "nope")
+	for name, err := range checks {
+		if !errors.Is(err, ErrInvalidID) {
+			t.Errorf("%s with a bad ID: %v, want ErrInvalidID", name, err)
+		}
+	}
+	if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown ID: %v, want ErrNotFound", err)
+	}
+}
+
+func TestAmbiguousPrefix(t *testing.T) {
+	f := newFixture(t, nil)
+	// Insert two processes whose IDs share a prefix.
+	a := &proc{id: "proc_abcd00000001", done: make(chan struct{}), started: make(chan struct{}), buf: NewBuffer(16, 4)}
+	b := &proc{id: "proc_abcd00000002", done: make(chan struct{}), started: make(chan struct{}), buf: NewBuffer(16, 4)}
+	f.r.mu.Lock()
+	f.r.procs[a.id], f.r.procs[b.id] = a, b
+	f.r.mu.Unlock()
+	_, err := f.r.Resolve("abcd")
+	var amb *AmbiguousError
+	if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &amb) || len(amb.Candidates) != 2 || amb.Candidates[0] != a.id {
+		t.Fatalf("Resolve(abcd) = %v", err)
+	}
+	if got, err := f.r.Resolve("proc_abcd00000002"); err != nil || got != b.id {
+		t.Fatalf("full ID: %q %v", got, err)
+	}
+	if got, err := f.r.Resolve("abcd00000001"); err != nil || got != a.id {
+		t.Fatalf("unique prefix: %q %v", got, err)
+	}
+}
+
+func TestLifecycleAndPoll(t *testing.T) {
+	f := newFixture(t, nil)
+	sub := f.r.Subscribe()
+	defer sub.Close()
+	in, fp := f.start(StartOptions{Labels: map[string]string{"job": "a"}})
+	if in.State != StateRunning || in.PID != fp.pid || in.StartedAt.IsZero() || !in.Detached || in.Ref == nil {
+		t.Fatalf("after Start: %+v", in)
+	}
+	if fp.spec.Tag != in.ID || !fp.spec.Detach {
+		t.Fatalf("spec = %+v", fp.spec)
+	}
+	fp.write("hello\n")
+	ctx := ctxT(t)
+	var pr PollResult
+	eventually(t, "output", func() bool {
+		pr, _ = f.r.Poll(ctx, in.ID, 0)
+		return string(pr.Output) == "hello\n"
+	})
+	if pr.Next != 6 || pr.State != StateRunning {
+		t.Fatalf("poll: %+v", pr)
+	}
+	fp.write("world\n")
+	fp.exit(env.Exited(3))
+	got, err := f.r.Wait(ctx, in.ID, 0)
+	if err != nil || got.State != StateExited || got.Status == nil || got.Status.Code != 3 || got.EndedAt.IsZero() {
+		t.Fatalf("Wait = %+v, %v", got, err)
+	}
+	pr, _ = f.r.Poll(ctx, in.ID, pr.Next)
+	if string(pr.Output) != "world\n" || pr.OutputBytes != 12 {
+		t.Fatalf("second poll: %q %+v", pr.Output, pr.Info)
+	}
+	ev, err := sub.Next(ctx)
+	if err != nil || ev.Type != EventStarted || ev.ID != in.ID {
+		t.Fatalf("first event %+v %v", ev, err)
+	}
+}
+
+func TestKillTermThenExit(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Signal != env.SIGTERM || res.Escalated || res.AlreadyExited || res.State != StateKilled ||
+		res.Status == nil || res.Status.Signal != env.SIGTERM || len(res.Survivors) != 0 {
+		t.Fatalf("Kill = %+v", res)
+	}
+	if s := fp.sent(); len(s) != 1 || s[0] != env.SIGTERM {
+		t.Fatalf("signals sent: %v", s)
+	}
+}
+
+// A process that traps TERM and exits 0 is still reported killed, not
+// exited, with its real status.
+func TestKilledIsNeverAPlainExit(t *testing.T) {
+	f := newFixture(t, func(c *Config) {})
+	f.env.onStart = func(p *fakeProc) { p.trapTerm = true }
+	in, _ := f.start(StartOptions{})
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != StateKilled || res.Status == nil || res.Status.Code != 0 || res.Status.Signal != "" {
+		t.Fatalf("Kill = %+v", res)
+	}
+	got, _ := f.r.Get(in.ID)
+	if got.State != StateKilled {
+		t.Fatalf("state %s", got.State)
+	}
+}
+
+func TestKillEscalates(t *testing.T) {
+	f := newFixture(t, nil)
+	f.env.onStart = func(p *fakeProc) { p.termExits = false }
+	in, fp := f.start(StartOptions{})
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Escalated || res.Signal != env.SIGTERM || res.State != StateKilled || res.Status.Signal != env.SIGKILL {
+		t.Fatalf("Kill = %+v", res)
+	}
+	if s := fp.sent(); len(s) != 2 || s[1] != env.SIGKILL {
+		t.Fatalf("signals: %v", s)
+	}
+}
+
+func TestKillForce(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Force: true, Signal: env.SIGINT})
+	if err != nil || res.Signal != env.SIGKILL || res.Escalated {
+		t.Fatalf("Kill = %+v %v", res, err)
+	}
+	if s := fp.sent(); len(s) != 1 || s[0] != env.SIGKILL {
+		t.Fatalf("signals: %v", s)
+	}
+}
+
+func TestKillReportsSurvivors(t *testing.T) {
+	f := newFixture(t, nil)
+	f.env.onStart = func(p *fakeProc) { p.survivors = []int{4242} }
+	in, _ := f.start(StartOptions{})
+	start := time.Now()
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
+	if err == nil || len(res.Survivors) != 1 || res.Survivors[0] != 4242 {
+		t.Fatalf("Kill = %+v, %v; want the survivor reported", res, err)
+	}
+	if time.Since(start) > generous {
+		t.Fatal("verification did not give up")
+	}
+}
+
+func TestKillAfterExit(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	fp.exit(env.Exited(7))
+	if _, err := f.r.Wait(ctxT(t), in.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
+	if err != nil || !res.AlreadyExited || res.Status.Code != 7 || res.State != StateExited || res.Signal != "" {
+		t.Fatalf("Kill = %+v %v", res, err)
+	}
+	if len(fp.sent()) != 0 {
+		t.Fatal("a signal was sent to a finished process")
+	}
+}
+
+// The process exits between the registry's look and the signal: the
+// backend says ErrExited and Kill reports the real status.
+func TestKillRacesNaturalExit(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	fp.mu.Lock()
+	fp.status = env.Exited(5)
+	close(fp.exited) // exited, but the registry has not seen it yet
+	fp.changed()
+	fp.mu.Unlock()
+	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
+	if err != nil || !res.AlreadyExited || res.Status == nil || res.Status.Code != 5 || res.State != StateExited {
+		t.Fatalf("Kill = %+v %v", res, err)
+	}
+}
+
+func TestConcurrentKills(t *testing.T) {
+	f := newFixture(t, nil)
+	f.env.onStart = func(p *fakeProc) { p.termExits = false }
+	in, fp := f.start(StartOptions{})
+	var wg sync.WaitGroup
+	results := make([]KillResult, 8)
+	for i := range results {
+		wg.Go(func() {
+			var err error
+			results[i], err = f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: 10 * time.Millisecond})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	killers := 0
+	for _, res := range results {
+		if !res.AlreadyExited {
+			killers++
+		}
+		if res.State != StateKilled {
+			t.Errorf("result %+v", res)
+		}
+	}
+	if killers != 1 {
+		t.Fatalf("%d kills reported the kill, want exactly 1: %+v", killers, results)
+	}
+	if s := fp.sent(); len(s) != 2 {
+		t.Fatalf("signals sent %v, want one TERM and one KILL", s)
+	}
+}
+
+func TestLostAndFailed(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	fp.exitErr(env.ExitStatus{}, fmt.Errorf("fake: %w", env.ErrSandboxGone))
+	got, err := f.r.Wait(ctxT(t), in.ID, 0)
+	if err != nil || got.State != StateLost || got.Status != nil || !strings.Contains(got.Reason, "sandbox is gone") {
+		t.Fatalf("lost: %+v %v", got, err)
+	}
+
+	f.env.startErr = fmt.Errorf("fake: %w", env.ErrDirNotFound)
+	failed, err := f.r.Start(ctxT(t), StartOptions{Command: "x", Dir: "/nonexistent"})
+	if !errors.Is(err, env.ErrDirNotFound) || failed.State != StateFailed || failed.ID == "" || failed.Reason == "" {
+		t.Fatalf("failed start: %+v %v", failed, err)
+	}
+	if got, err := f.r.Get(failed.ID); err != nil || got.State != StateFailed {
+		t.Fatalf("failed process not tracked: %+v %v", got, err)
+	}
+
+	_, err = f.r.Start(ctxT(t), StartOptions{Command: "x", Backend: "nowhere"})
+	if err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("unknown backend: %v", err)
+	}
+	if _, err := f.r.Start(ctxT(t), StartOptions{Command: "  "}); !errors.Is(err, env.ErrInvalidSpec) {
+		t.Fatalf("empty command: %v", err)
+	}
+	if _, err := f.r.Start(ctxT(t), StartOptions{Command: "x", WatchRegex: []string{"("}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("bad regex: %v", err)
+	}
+}
+
+func TestStdin(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := ctxT(t)
+	in, fp := f.start(StartOptions{Stdin: true})
+	if err := f.r.Write(ctx, in.ID, []byte("ab")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.Submit(ctx, in.ID, "line"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.CloseStdin(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.Write(ctx, in.ID, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+	if string(fp.stdin) != "abline\n" {
+		t.Fatalf("stdin got %q", fp.stdin)
+	}
+	pty, pfp := f.start(StartOptions{PTY: &env.WindowSize{Rows: 24, Cols: 80}})
+	if pty.Detached {
+		t.Fatal("a PTY process was started detached")
+	}
+	if err := f.r.Submit(ctx, pty.ID, "y"); err != nil || string(pfp.stdin) != "y\r" {
+		t.Fatalf("PTY submit: %q %v", pfp.stdin, err)
+	}
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctx, in.ID, 0)
+	if err := f.r.Write(ctx, in.ID, []byte("x")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("write after exit: %v", err)
+	}
+}
+
+func TestWaitTimeout(t *testing.T) {
+	f := newFixture(t, nil)
+	in, _ := f.start(StartOptions{})
+	got, err := f.r.Wait(ctxT(t), in.ID, 10*time.Millisecond)
+	if !errors.Is(err, ErrWaitTimeout) || got.State != StateRunning {
+		t.Fatalf("Wait = %+v %v", got, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.r.Wait(ctx, in.ID, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait: %v", err)
+	}
+}
+
+func TestListAndKillAll(t *testing.T) {
+	f := newFixture(t, nil)
+	a, _ := f.start(StartOptions{Labels: map[string]string{"team": "x"}})
+	b, _ := f.start(StartOptions{Labels: map[string]string{"team": "y"}})
+	c, cp := f.start(StartOptions{Labels: map[string]string{"team": "x"}})
+	cp.exit(env.Exited(0))
+	f.r.Wait(ctxT(t), c.ID, 0)
+
+	ids := func(infos []Info) string {
+		var s []string
+		for _, in := range infos {
+			s = append(s, in.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	if got := ids(f.r.List(ListOptions{})); got != a.ID+","+b.ID {
+		t.Fatalf("running: %s", got)
+	}
+	if got := ids(f.r.List(ListOptions{All: true})); got != a.ID+","+b.ID+","+c.ID {
+		t.Fatalf("all: %s", got)
+	}
+	if got := ids(f.r.List(ListOptions{All: true, Labels: map[string]string{"team": "x"}})); got != a.ID+","+c.ID {
+		t.Fatalf("labels: %s", got)
+	}
+	if got := ids(f.r.List(ListOptions{States: []State{StateExited}})); got != c.ID {
+		t.Fatalf("states: %s", got)
+	}
+	if got := ids(f.r.List(ListOptions{Backend: "other"})); got != "" {
+		t.Fatalf("backend: %s", got)
+	}
+	res, err := f.r.KillAll(ctxT(t), KillAllOptions{Labels: map[string]string{"team": "x"}})
+	if err != nil || len(res) != 1 || res[0].ID != a.ID || res[0].State != StateKilled {
+		t.Fatalf("KillAll = %+v %v", res, err)
+	}
+	if got, _ := f.r.Get(b.ID); got.State != StateRunning {
+		t.Fatal("KillAll hit a process without the label")
+	}
+}
+
+func TestRemove(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{})
+	if err := f.r.Remove(ctxT(t), in.ID); !errors.Is(err, ErrRunning) {
+		t.Fatalf("remove running: %v", err)
+	}
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctxT(t), in.ID, 0)
+	if err := f.r.Remove(ctxT(t), in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !fp.removed {
+		t.Fatal("the environment's process state was not removed")
+	}
+	if _, err := f.r.Get(in.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after Remove: %v", err)
+	}
+}
+
+func TestMaxProcesses(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxProcesses = 3; c.Clock = newManualClock() })
+	var infos []Info
+	var fps []*fakeProc
+	for range 3 {
+		in, fp := f.start(StartOptions{})
+		infos, fps = append(infos, in), append(fps, fp)
+	}
+	if _, err := f.r.Start(ctxT(t), StartOptions{Command: "x"}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "running") {
+		t.Fatalf("full of running processes: %v", err)
+	}
+	// Finish two; the one that finished first is pruned first.
+	fps[2].exit(env.Exited(0))
+	f.r.Wait(ctxT(t), infos[2].ID, 0)
+	f.clock.Advance(time.Second)
+	fps[0].exit(env.Exited(0))
+	f.r.Wait(ctxT(t), infos[0].ID, 0)
+	f.start(StartOptions{})
+	if _, err := f.r.Get(infos[2].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("oldest finished not pruned: %v", err)
+	}
+	if _, err := f.r.Get(infos[0].ID); err != nil {
+		t.Fatalf("newer finished pruned: %v", err)
+	}
+	if !fps[2].removed {
+		t.Fatal("pruned process's state not removed")
+	}
+}
+
+func TestFinishedTTL(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.FinishedTTL = time.Hour; c.Clock = newManualClock() })
+	in, fp := f.start(StartOptions{})
+	run, _ := f.start(StartOptions{})
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctxT(t), in.ID, 0)
+	f.clock.Advance(59 * time.Minute)
+	if _, err := f.r.Get(in.ID); err != nil {
+		t.Fatalf("pruned early: %v", err)
+	}
+	f.clock.Advance(time.Minute)
+	if _, err := f.r.Get(in.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("not pruned after TTL: %v", err)
+	}
+	if _, err := f.r.Get(run.ID); err != nil {
+		t.Fatalf("running process pruned: %v", err)
+	}
+}
+
+// The janitor prunes without any call into the registry.
+func TestJanitor(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.FinishedTTL = time.Millisecond })
+	in, fp := f.start(StartOptions{})
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctxT(t), in.ID, 0)
+	eventually(t, "janitor prune", func() bool {
+		f.r.mu.Lock()
+		defer f.r.mu.Unlock()
+		_, ok := f.r.procs[in.ID]
+		return !ok
+	})
+}
+
+func TestLog(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.BufferSize = 64; c.HeadSize = 16 })
+	in, fp := f.start(StartOptions{})
+	fp.write("\x1b[31mred\x1b[0m\nline2\n")
+	ctx := ctxT(t)
+	eventually(t, "output", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 })
+	lr, err := f.r.Log(ctx, in.ID, LogOptions{Strip: true})
+	if err != nil || strings.Join(lr.Lines, "|") != "red|line2" || lr.Offset != 1 || lr.TotalLines != 2 {
+		t.Fatalf("Log = %+v %v", lr, err)
+	}
+	lr, _ = f.r.Log(ctx, in.ID, LogOptions{})
+	if lr.Lines[0] != "\x1b[31mred\x1b[0m" {
+		t.Fatalf("unstripped: %q", lr.Lines[0])
+	}
+	for i := range 20 {
+		fp.write(fmt.Sprintf("n%02d\n", i))
+	}
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctx, in.ID, 0)
+	lr, _ = f.r.Log(ctx, in.ID, LogOptions{Limit: 3})
+	if strings.Join(lr.Lines, "|") != "n17|n18|n19" || lr.OmittedBytes == 0 {
+		t.Fatalf("tail: %+v", lr)
+	}
+	lr, _ = f.r.Log(ctx, in.ID, LogOptions{Offset: 1, Limit: 4})
+	if !strings.HasPrefix(lr.Lines[len(lr.Lines)-1], "[… ") && !strings.Contains(strings.Join(lr.Lines, "|"), "omitted") {
+		t.Fatalf("head with marker: %q", lr.Lines)
+	}
+	if _, err := f.r.Log(ctx, in.ID, LogOptions{Offset: -1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("negative offset: %v", err)
+	}
+}
+
+func TestRunCompletes(t *testing.T) {
+	f := newFixture(t, nil)
+	f.env.onStart = func(p *fakeProc) {
+		go func() {
+			p.write("out\n")
+			p.exit(env.Exited(0))
+		}()
+	}
+	var live bytes.Buffer
+	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, Output: &live})
+	if err != nil || res.State != StateExited || string(res.Output) != "out\n" || live.String() != "out\n" || res.Yielded {
+		t.Fatalf("Run = %+v %v (live %q)", res, err, live.String())
+	}
+	if f.env.last().spec.Detach {
+		t.Fatal("a foreground Run was detached")
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	f := newFixture(t, nil)
+	f.env.onStart = func(p *fakeProc) { p.write("partial") }
+	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, Timeout: 20 * time.Millisecond})
+	if err != nil || res.State != StateTimedOut || res.TimedOut != TimedOutTimeout || string(res.Output) != "partial" ||
+		res.Status == nil || res.Status.Signal != env.SIGTERM {
+		t.Fatalf("Run = %+v %v", res, err)
+	}
+}
+
+func TestRunIdleTimeout(t *testing.T) {
+	f := newFixture(t, nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	f.env.onStart = func(p *fakeProc) {
+		wg.Go(func() {
+			// Output for a while, then silence.
+			for i := range 5 {
+				p.write(fmt.Sprintf("tick %d\n", i))
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		})
+	}
+	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, IdleTimeout: 100 * time.Millisecond, Timeout: generous})
+	if err != nil || res.State != StateTimedOut || res.TimedOut != TimedOutIdle {
+		t.Fatalf("Run = %+v %v", res, err)
+	}
+	if !strings.Contains(string(res.Output), "tick 4") {
+		t.Fatalf("output %q", res.Output)
+	}
+}
+
+func TestRunYield(t *testing.T) {
+	f := newFixture(t, nil)
+	var live bytes.Buffer
+	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, YieldAfter: 10 * time.Millisecond, Timeout: 20 * time.Millisecond, Output: &live})
+	if err != nil || !res.Yielded || res.State != StateRunning || !ValidID(res.ID) {
+		t.Fatalf("Run = %+v %v", res, err)
+	}
+	fp := f.env.last()
+	if !fp.spec.Detach {
+		t.Fatal("a yielding Run was not started like Start (detached)")
+	}
+	fp.write("after yield")
+	got, err := f.r.Wait(ctxT(t), res.ID, 50*time.Millisecond)
+	if !errors.Is(err, ErrWaitTimeout) || got.State != StateRunning {
+		t.Fatalf("the Timeout applied after yielding: %+v %v", got, err)
+	}
+	if live.Len() != 0 {
+		t.Fatalf("live output written after Run returned: %q", live.String())
+	}
+	fp.exit(env.Exited(0))
+	if got, _ := f.r.Wait(ctxT(t), res.ID, 0); got.State != StateExited {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestRunContextCancelKills(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.env.onStart = func(p *fakeProc) { go cancel() }
+	res, err := f.r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "x"}})
+	if !errors.Is(err, context.Canceled) || res.State != StateKilled {
+		t.Fatalf("Run = %+v %v", res, err)
+	}
+	if s := f.env.last().sent(); len(s) == 0 || s[0] != env.SIGTERM {
+		t.Fatalf("signals %v", s)
+	}
+}
+
+func TestSubscriptionSkipsSeenCompletion(t *testing.T) {
+	f := newFixture(t, nil)
+	sub := f.r.Subscribe()
+	defer sub.Close()
+	ctx := ctxT(t)
+	seen, fp1 := f.start(StartOptions{})
+	unseen, fp2 := f.start(StartOptions{Notify: true})
+	fp1.exit(env.Exited(0))
+	if _, err := f.r.Wait(ctx, seen.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	fp2.exit(env.Exited(1))
+	var got []string
+	for len(got) < 3 {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(ev.Type)+":"+ev.ID)
+		if ev.Type == EventExited && (!ev.Notify || ev.Status == nil || ev.Status.Code != 1 || ev.State != StateExited) {
+			t.Fatalf("exited event %+v", ev)
+		}
+	}
+	want := []string{"started:" + seen.ID, "started:" + unseen.ID, "exited:" + unseen.ID}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func TestSubscriptionBounded(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.SubscriptionBuffer = 2; c.Clock = newManualClock() })
+	sub := f.r.Subscribe()
+	defer sub.Close()
+	for range 5 {
+		f.start(StartOptions{})
+	}
+	ev, err := sub.Next(ctxT(t))
+	if err != nil || ev.Dropped != 3 || sub.Dropped() != 3 || ev.Seq != 4 {
+		t.Fatalf("event %+v %v, dropped %d", ev, err, sub.Dropped())
+	}
+	ev, _ = sub.Next(ctxT(t))
+	if ev.Seq != 5 || ev.Dropped != 0 {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+func TestSubscriptionClose(t *testing.T) {
+	f := newFixture(t, nil)
+	sub := f.r.Subscribe()
+	done := make(chan error)
+	go func() { _, err := sub.Next(context.Background()); done <- err }()
+	f.r.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if _, err := f.r.Start(context.Background(), StartOptions{Command: "x"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Close: %v", err)
+	}
+}
+
+func TestCloseClosesEnvironments(t *testing.T) {
+	f := newFixture(t, nil)
+	_, fp := f.start(StartOptions{PTY: &env.WindowSize{Rows: 1, Cols: 1}}) // not detached
+	if err := f.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !f.env.closed || !fp.isExited() {
+		t.Fatal("Close did not close the environment")
+	}
+}
+
+func TestOpenOncePerTarget(t *testing.T) {
+	var mu sync.Mutex
+	opens := map[string]int{}
+	fe := newFakeEnv()
+	r, err := New(Config{Logger: slog.New(slog.DiscardHandler), Open: func(ctx context.Context, target string) (env.Environment, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		opens[target]++
+		if target == "bad" {
+			return nil, errors.New("cannot open")
+		}
+		return fe, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { r.Start(ctxT(t), StartOptions{Command: "x"}) })
+	}
+	wg.Wait()
+	r.Start(ctxT(t), StartOptions{Command: "x", Backend: "bad"})
+	r.Start(ctxT(t), StartOptions{Command: "x", Backend: "bad"})
+	if opens["local"] != 1 || opens["bad"] != 2 {
+		t.Fatalf("opens %v: want local once, a failing target retried", opens)
+	}
+	_ = io.Discard
+}
