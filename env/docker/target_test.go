@@ -106,7 +106,8 @@ func TestTargetCanonicalForm(t *testing.T) {
 
 func TestContainerName(t *testing.T) {
 	a, _ := ParseTarget("docker-image://alpine")
-	if a.containerName("0@h") != a.containerName("0@h") {
+	b, _ := ParseTarget("docker-image://alpine")
+	if a.containerName("0@h") != b.containerName("0@h") {
 		t.Error("the derived name is not stable")
 	}
 	if a.containerName("0@h") == a.containerName("1000@h") {

@@ -18,19 +18,24 @@ import (
 // endpoints. It implements nohup.Transport. One Transport shares one
 // engine client (and its connection pool) among all its calls.
 type Transport struct {
-	cli       *client.Client
-	container string // name or ID, as the engine accepts it
-	user      string // exec user; empty means the container's
+	cli  *client.Client
+	id   string // the container's name or ID, as the engine accepts it
+	name string // the container's name, for messages
+	user string // exec user; empty means the container's
 }
 
-// NewTransport returns a Transport for container on the engine cli. It
-// does not check that the container exists: Exec reports that.
+// NewTransport returns a Transport for container (a name or ID) on the
+// engine cli. It does not check that the container exists: Exec reports
+// that.
 func NewTransport(cli *client.Client, container, user string) *Transport {
-	return &Transport{cli: cli, container: container, user: user}
+	return &Transport{cli: cli, id: container, name: container, user: user}
 }
 
-// Container returns the name or ID the Transport execs in.
-func (t *Transport) Container() string { return t.container }
+// transportFor execs by ID (a container re-created under the same name is
+// another sandbox) and names the container in errors.
+func transportFor(cli *client.Client, id, name string) *Transport {
+	return &Transport{cli: cli, id: id, name: name}
+}
 
 // Exec runs script as /bin/sh -c script in the container. stdin, when
 // non-nil, is copied to the script and then closed; it must not block
@@ -47,7 +52,7 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	created, err := t.cli.ExecCreate(ctx, t.container, client.ExecCreateOptions{
+	created, err := t.cli.ExecCreate(ctx, t.id, client.ExecCreateOptions{
 		User:         t.user,
 		AttachStdin:  stdin != nil,
 		AttachStdout: true,
@@ -55,11 +60,11 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 		Cmd:          []string{"/bin/sh", "-c", script},
 	})
 	if err != nil {
-		return 0, sandboxError("exec", t.container, err)
+		return 0, sandboxError("exec", t.name, err)
 	}
 	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return 0, sandboxError("exec attach", t.container, err)
+		return 0, sandboxError("exec attach", t.name, err)
 	}
 	// The hijacked connection outlives ctx unless closed: closing it is the
 	// only way to abandon a script that is still running.
@@ -88,7 +93,7 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	<-stdinDone
 
 	if ctx.Err() != nil {
-		return 0, fmt.Errorf("docker: exec in %s: %w", t.container, ctx.Err())
+		return 0, fmt.Errorf("docker: exec in %s: %w", t.name, ctx.Err())
 	}
 	if copyErr != nil {
 		return 0, t.lostStream(ctx, copyErr)
@@ -119,18 +124,18 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 // nonce. It returns nil when the container runs processes normally.
 func (t *Transport) probe(ctx context.Context) error {
 	nonce := fmt.Sprintf("corral-probe-%d", time.Now().UnixNano())
-	created, err := t.cli.ExecCreate(ctx, t.container, client.ExecCreateOptions{
+	created, err := t.cli.ExecCreate(ctx, t.id, client.ExecCreateOptions{
 		User:         t.user,
 		AttachStdout: true,
 		AttachStderr: true,
 		Cmd:          []string{"/bin/sh", "-c", "echo " + nonce},
 	})
 	if err != nil {
-		return sandboxError("exec probe", t.container, err)
+		return sandboxError("exec probe", t.name, err)
 	}
 	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return sandboxError("exec probe", t.container, err)
+		return sandboxError("exec probe", t.name, err)
 	}
 	defer att.Close()
 	var out bytes.Buffer
@@ -149,12 +154,12 @@ func (t *Transport) probe(ctx context.Context) error {
 	// that cannot start a process right now (its pids limit is exhausted by
 	// a fork bomb), which is not gone at all.
 	if strings.Contains(got, "stopped") {
-		return fmt.Errorf("docker: container %s is stopping (%s): %w", t.container, got, env.ErrSandboxGone)
+		return fmt.Errorf("docker: container %s is stopping (%s): %w", t.name, got, env.ErrSandboxGone)
 	}
 	if err := t.checkRunning(ctx); err != nil {
 		return err
 	}
-	return fmt.Errorf("docker: container %s cannot run processes right now (exit %d: %.200s): %w", t.container, code, got, env.ErrUnavailable)
+	return fmt.Errorf("docker: container %s cannot run processes right now (exit %d: %.200s): %w", t.name, code, got, env.ErrUnavailable)
 }
 
 // lostStream classifies a stream that broke before the script's end.
@@ -162,7 +167,7 @@ func (t *Transport) lostStream(ctx context.Context, copyErr error) error {
 	if err := t.checkRunning(ctx); err != nil {
 		return err
 	}
-	return sandboxError("exec output", t.container, fmt.Errorf("%w: %w", env.ErrUnavailable, copyErr))
+	return sandboxError("exec output", t.name, fmt.Errorf("%w: %w", env.ErrUnavailable, copyErr))
 }
 
 // exitCode waits for the engine to record the exec's end. The output stream
@@ -177,7 +182,7 @@ func (t *Transport) exitCode(ctx context.Context, execID string) (int, error) {
 			if gone := t.checkRunning(ctx); gone != nil {
 				return 0, gone
 			}
-			return 0, sandboxError("exec inspect", t.container, err)
+			return 0, sandboxError("exec inspect", t.name, err)
 		}
 		if !res.Running {
 			return res.ExitCode, nil
@@ -189,7 +194,7 @@ func (t *Transport) exitCode(ctx context.Context, execID string) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("docker: exec in %s: %w", t.container, ctx.Err())
+			return 0, fmt.Errorf("docker: exec in %s: %w", t.name, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)
@@ -200,16 +205,16 @@ func (t *Transport) exitCode(ctx context.Context, execID string) (int, error) {
 // container no longer runs, env.ErrUnavailable when the engine cannot say,
 // and nil when it runs.
 func (t *Transport) checkRunning(ctx context.Context) error {
-	res, err := t.cli.ContainerInspect(ctx, t.container, client.ContainerInspectOptions{})
+	res, err := t.cli.ContainerInspect(ctx, t.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return sandboxError("inspect", t.container, err)
+		return sandboxError("inspect", t.name, err)
 	}
 	if st := res.Container.State; st == nil || !st.Running || st.Restarting {
 		status := "unknown"
 		if st != nil {
 			status = string(st.Status)
 		}
-		return fmt.Errorf("docker: container %s is %s: %w", t.container, status, env.ErrSandboxGone)
+		return fmt.Errorf("docker: container %s is %s: %w", t.name, status, env.ErrSandboxGone)
 	}
 	return nil
 }
