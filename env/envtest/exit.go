@@ -50,7 +50,7 @@ func selfSignal(sig env.Signal) func(t *testing.T, s *suite) {
 		e := s.newEnv(t)
 		// The exit 3 after the kill shows up as a wrong status if the signal
 		// did not end the shell.
-		_, st := s.run(t, e, env.Spec{Command: fmt.Sprintf("kill -%s $$; exit 3", sig)})
+		_, st := s.run(t, e, env.Spec{Command: fmt.Sprintf("kill -%s $$; exit 3", string(sig))})
 		if want := env.Signaled(sig); st != want {
 			t.Errorf("status = %+v (%v), want %+v (%v)", st, st, want, want)
 		}
@@ -62,7 +62,7 @@ func signalled(sig env.Signal) func(t *testing.T, s *suite) {
 		e := s.newEnv(t)
 		m := NewMarker()
 		s.killMarkedAtCleanup(t, e, m)
-		p := s.start(t, e, env.Spec{Command: fmt.Sprintf("echo ready; sleep %s; exit 3", m)})
+		p := s.start(t, e, env.Spec{Command: exportMarkers([]string{m}) + "echo ready; sleep $M0; exit 3"})
 		w := s.watch(t, p, 0)
 		s.waitFor(t, w, "ready\n")
 		s.waitProcs(t, e, true, m)

@@ -47,6 +47,21 @@ func newMarkers(n int) []string {
 	return ms
 }
 
+// exportMarkers returns a shell line exporting markers as M0, M1, … for
+// scripts to use as "$M0". The literal in the script is split by an empty
+// quote pair (1234''5678), so the command line of the shell running the
+// script does not carry the markers: only the processes that use them do,
+// and a scan finds exactly those.
+func exportMarkers(markers []string) string {
+	var b strings.Builder
+	b.WriteString("export")
+	for i, m := range markers {
+		fmt.Fprintf(&b, " M%d=%s''%s", i, m[:len(m)/2], m[len(m)/2:])
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
 var markerPattern = regexp.MustCompile(`^[A-Za-z0-9]{6,64}$`)
 
 func checkMarkers(markers []string) error {
@@ -78,7 +93,7 @@ func scanScript(markers []string) string {
 	return `if [ -r /proc/self/cmdline ]; then
   for f in $(grep -l -s` + pats.String() + ` /proc/[0-9]*/cmdline 2>/dev/null); do
     p=${f#/proc/}; p=${p%/cmdline}
-    a=$(tr '\000' ' ' 2>/dev/null <"$f") || continue
+    a=$(tr '\000\n' '  ' 2>/dev/null <"$f") || continue
     printf '%s %s\n' "$p" "$a"
   done
   exit 0
@@ -184,7 +199,7 @@ func KillMarked(ctx context.Context, e env.Environment, markers ...string) error
 	}
 	script := `for p in` + list.String() + `; do
   if [ -r /proc/self/cmdline ]; then
-    case "$(tr '\000' ' ' 2>/dev/null </proc/$p/cmdline)" in ` + cases.String() + `) kill -9 "$p" 2>/dev/null;; esac
+    case "$(tr '\000\n' '  ' 2>/dev/null </proc/$p/cmdline)" in ` + cases.String() + `) kill -9 "$p" 2>/dev/null;; esac
   else
     kill -9 "$p" 2>/dev/null
   fi

@@ -3,7 +3,6 @@ package envtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -22,36 +21,24 @@ type treeShape struct {
 	// escapes: a process leaves the process group or session, which only a
 	// TreeKill mechanism beyond plain process groups catches.
 	escapes bool
-	script  func(m []string) string
+	// script refers to the markers as $M0, $M1, … (see exportMarkers).
+	script string
 }
 
 var treeShapes = []treeShape{
-	{"Child", 1, false, func(m []string) string {
-		return fmt.Sprintf("sleep %s & wait", m[0])
-	}},
-	{"Grandchild", 2, false, func(m []string) string {
-		return fmt.Sprintf("sh -c 'sleep %s & sleep %s; wait' & wait", m[0], m[1])
-	}},
-	{"SetsidEscapee", 1, true, func(m []string) string {
-		return fmt.Sprintf("setsid sleep %s & wait", m[0])
-	}},
-	{"NohupChild", 1, false, func(m []string) string {
-		return fmt.Sprintf("nohup sleep %s >/dev/null 2>&1 & wait", m[0])
-	}},
+	{"Child", 1, false, `sleep $M0 & wait`},
+	{"Grandchild", 2, false, `sh -c 'sleep $M0 & sleep $M1; wait' & wait`},
+	{"SetsidEscapee", 1, true, `setsid sleep $M0 & wait`},
+	{"NohupChild", 1, false, `nohup sleep $M0 >/dev/null 2>&1 & wait`},
 	// The daemon's parent exits at once: it is reparented away from the
-	// tree (to init or a subreaper) but stays in the process group.
-	{"DoubleForkDaemon", 1, false, func(m []string) string {
-		return fmt.Sprintf("(sh -c 'sleep %s' &) & wait", m[0])
-	}},
+	// tree (to init or a subreaper) but stays in the process group. The
+	// main shell stays, in the foreground sleep $M1.
+	{"DoubleForkDaemon", 2, false, `(sh -c 'sleep $M0' &) & sleep $M1`},
 	// Both ends of a pipeline block forever: yes on the full pipe, sleep
 	// never reads.
-	{"Pipeline", 2, false, func(m []string) string {
-		return fmt.Sprintf("yes %s | sleep %s", m[0], m[1])
-	}},
-	// A pipeline started by a setsid escapee that then exits itself.
-	{"EscapedPipeline", 2, true, func(m []string) string {
-		return fmt.Sprintf("setsid sh -c 'yes %s | sleep %s' & wait", m[0], m[1])
-	}},
+	{"Pipeline", 2, false, `yes $M0 | sleep $M1`},
+	// A pipeline started by a setsid escapee.
+	{"EscapedPipeline", 2, true, `setsid sh -c 'yes $M0 | sleep $M1' & wait`},
 }
 
 var treeCases = func() []testCase {
@@ -80,7 +67,7 @@ func (s *suite) treeKill(t *testing.T, e env.Environment, shape treeShape, pty *
 	}
 	m := newMarkers(shape.markers)
 	s.killMarkedAtCleanup(t, e, m...)
-	p := s.start(t, e, env.Spec{Command: shape.script(m), PTY: pty})
+	p := s.start(t, e, env.Spec{Command: exportMarkers(m) + shape.script, PTY: pty})
 	s.waitProcs(t, e, true, m...)
 	surv, err := p.Survivors(s.ctx(t))
 	if err != nil {
@@ -130,7 +117,7 @@ func testTermIgnored(t *testing.T, s *suite) {
 	e := s.newEnv(t)
 	m := NewMarker()
 	s.killMarkedAtCleanup(t, e, m)
-	p := s.start(t, e, env.Spec{Command: fmt.Sprintf(`trap "" TERM; echo ready; sleep %s; echo survived; exit 0`, m)})
+	p := s.start(t, e, env.Spec{Command: exportMarkers([]string{m}) + `trap "" TERM; echo ready; sleep $M0; echo survived; exit 0`})
 	w := s.watch(t, p, 0)
 	s.waitFor(t, w, "ready\n")
 	s.waitProcs(t, e, true, m)
@@ -166,16 +153,17 @@ func testTermThenKill(t *testing.T, s *suite) {
 	escapes := e.Capabilities().TreeKill != "pgroup" && e.Capabilities().TreeKill != ""
 	m := newMarkers(5) // child, grandchild, TERM-ignoring, double fork, escapee
 	s.killMarkedAtCleanup(t, e, m...)
-	script := fmt.Sprintf(`trap 'echo term-seen' TERM
-sleep %s &
-sh -c 'sleep %s & wait' &
-sh -c 'trap "" TERM; sleep %s' &
-(sh -c 'sleep %s' &) &
-`, m[0], m[1], m[2], m[3])
-	if escapes {
-		script += fmt.Sprintf("setsid sleep %s &\n", m[4])
-	} else {
+	if !escapes {
 		m = m[:4]
+	}
+	script := exportMarkers(m) + `trap 'echo term-seen' TERM
+sleep $M0 &
+sh -c 'sleep $M1 & wait' &
+sh -c 'trap "" TERM; sleep $M2' &
+(sh -c 'sleep $M3' &) &
+`
+	if escapes {
+		script += "setsid sleep $M4 &\n"
 	}
 	// The loop keeps the main shell in the foreground of short sleeps, so
 	// its trap runs promptly; wait alone would return once the children
