@@ -49,7 +49,7 @@ func newMarkers(n int) []string {
 
 // exportMarkers returns a shell line exporting markers as M0, M1, … for
 // scripts to use as "$M0". The literal in the script is split by an empty
-// quote pair (1234''5678), so the command line of the shell running the
+// quote pair (1234”5678), so the command line of the shell running the
 // script does not carry the markers: only the processes that use them do,
 // and a scan finds exactly those.
 func exportMarkers(markers []string) string {
