@@ -1,0 +1,539 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"golang.org/x/sys/unix"
+)
+
+// refData is the backend-specific part of a Ref.
+type refData struct {
+	ID        string `json:"id"`
+	Dir       string `json:"dir"`
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// detached is a handle on a process run by a shim.
+type detached struct {
+	env  *Env
+	id   string
+	dir  string
+	st   shimState
+	tree tree
+
+	released atomic.Bool
+
+	mu          sync.Mutex // guards stdin
+	stdinF      *os.File
+	stdinClosed bool
+}
+
+func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("local: start detached: find own executable for the shim: %w", err)
+	}
+	id := newID()
+	dir := filepath.Join(e.stateDir, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local: start detached: %w", err)
+	}
+	d, err := e.launchShim(ctx, exe, id, dir, spec)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("local: start detached %q: %w", spec.Command, err)
+	}
+	return d, nil
+}
+
+func (e *Env) launchShim(ctx context.Context, exe, id, dir string, spec env.Spec) (*detached, error) {
+	workDir := spec.Dir
+	if workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		workDir = wd
+	}
+	workDir, err := filepath.Abs(workDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := shimConfig{Command: spec.Command, Dir: workDir, Stdin: spec.Stdin, ID: id, SpecTag: spec.Tag}
+	if e.sys.cgroupBase != "" {
+		cfg.CgroupBase, cfg.CgroupRel = e.sys.cgroupBase, e.sys.cgroupRel
+	} else {
+		cfg.Tag = treeTagPrefix + id
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, fileShimConfig), cfg); err != nil {
+		return nil, err
+	}
+	if spec.Stdin {
+		if err := unix.Mkfifo(filepath.Join(dir, fileStdin), 0o600); err != nil {
+			return nil, fmt.Errorf("create stdin fifo: %w", err)
+		}
+	}
+	shimLog, err := os.OpenFile(filepath.Join(dir, fileShimLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer shimLog.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
+
+	cmd := exec.Command(exe)
+	cmd.Args = []string{"corral-shim"}
+	cmd.Env = append(e.commandEnv(spec), shimEnvVar+"=1:"+dir)
+	cmd.Dir = "/"
+	cmd.Stderr = shimLog
+	cmd.ExtraFiles = []*os.File{readyW}
+	// Its own session, outside the command's cgroup and group: a tree kill
+	// never reaches the shim, which must live to record the exit.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	_ = readyW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start shim: %w", err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = readyR.SetReadDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = readyR.SetReadDeadline(time.Now()) })
+	msg, readErr := io.ReadAll(io.LimitReader(readyR, 64<<10))
+	stop()
+	_ = cmd.Wait() // the first stage leaves as soon as the second runs
+	if readErr != nil {
+		return nil, fmt.Errorf("wait for shim: %w", readErr)
+	}
+	if string(msg) != "ok" {
+		if len(msg) == 0 {
+			diag, _ := os.ReadFile(filepath.Join(dir, fileShimLog))
+			msg = append([]byte("shim exited without reporting"), bytes.TrimSpace(diag)...)
+		}
+		return nil, errors.New(string(msg))
+	}
+	st, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	return e.newHandle(id, dir, st)
+}
+
+func readState(dir string) (shimState, error) {
+	var st shimState
+	data, err := os.ReadFile(filepath.Join(dir, fileState))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("parse %s: %w", fileState, err)
+	}
+	if st.PID <= 0 || st.ShimPID <= 0 {
+		return st, fmt.Errorf("%s: no PID recorded", fileState)
+	}
+	return st, nil
+}
+
+func (e *Env) newHandle(id, dir string, st shimState) (*detached, error) {
+	t, err := e.sys.treeFromState(&st)
+	if err != nil {
+		return nil, err
+	}
+	d := &detached{env: e, id: id, dir: dir, st: st, tree: t}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, env.ErrReleased
+	}
+	e.handles[d] = struct{}{}
+	return d, nil
+}
+
+func (e *Env) attach(ref env.Ref) (*detached, error) {
+	if ref.Env != e.Name() {
+		return nil, fmt.Errorf("local: attach: ref of environment %q: %w", ref.Env, env.ErrNotFound)
+	}
+	var rd refData
+	dec := json.NewDecoder(bytes.NewReader(ref.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rd); err != nil {
+		return nil, fmt.Errorf("local: attach: malformed ref data: %w", err)
+	}
+	if !validID(rd.ID) {
+		return nil, fmt.Errorf("local: attach: malformed process id %q in ref", rd.ID)
+	}
+	// Never trust a path from a Ref: it must name exactly this id's
+	// directory inside our own state directory.
+	dir := filepath.Join(e.stateDir, rd.ID)
+	if rd.Dir != dir {
+		return nil, fmt.Errorf("local: attach: ref directory %q is not %q inside the state directory: %w", rd.Dir, dir, env.ErrNotFound)
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("local: attach %s: state directory is gone: %w", rd.ID, env.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: attach %s: %w", rd.ID, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("local: attach %s: %s is not a directory: %w", rd.ID, dir, env.ErrNotFound)
+	}
+	st, err := readState(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("local: attach %s: no recorded state: %w", rd.ID, env.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: attach %s: %w", rd.ID, err)
+	}
+	if st.PID != rd.PID || st.StartTime != rd.StartTime {
+		return nil, fmt.Errorf("local: attach %s: ref names pid %d started at %d, state records pid %d started at %d: %w",
+			rd.ID, rd.PID, rd.StartTime, st.PID, st.StartTime, env.ErrNotFound)
+	}
+	d, err := e.newHandle(rd.ID, dir, st)
+	if err != nil {
+		return nil, fmt.Errorf("local: attach %s: %w", rd.ID, err)
+	}
+	return d, nil
+}
+
+func (d *detached) PID() int { return d.st.PID }
+
+func (d *detached) errorf(op string, err error) error {
+	return fmt.Errorf("local: %s %d (%s): %w", op, d.st.PID, d.id, err)
+}
+
+// readExit returns the recorded exit status, if the shim wrote it.
+func (d *detached) readExit() (env.ExitStatus, bool) {
+	data, err := os.ReadFile(filepath.Join(d.dir, fileExit))
+	if err != nil {
+		return env.ExitStatus{}, false
+	}
+	var st env.ExitStatus
+	if err := json.Unmarshal(data, &st); err != nil {
+		return env.ExitStatus{}, false
+	}
+	return st, true
+}
+
+// identityLive reports whether pid is alive, not a zombie, and started at
+// start: the same process that was recorded, not a PID reused since.
+func identityLive(pid int, start uint64) bool {
+	s, err := readStat(pid)
+	return err == nil && s.startTime == start && s.state != 'Z' && s.state != 'X'
+}
+
+func (d *detached) leaderLive() bool { return identityLive(d.st.PID, d.st.StartTime) }
+func (d *detached) shimAlive() bool  { return identityLive(d.st.ShimPID, d.st.ShimStart) }
+
+// lost reports a shim that died without recording the exit (killed by
+// hand, machine trouble): the status can never be known.
+func (d *detached) lost() bool {
+	if d.shimAlive() {
+		return false
+	}
+	_, ok := d.readExit()
+	return !ok
+}
+
+var errLost = errors.New("the shim supervising the process died without recording its exit status")
+
+// backoff yields poll intervals: fast right after activity, slower while
+// idle.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.d == 0:
+		b.d = 2 * time.Millisecond
+	case b.d < 200*time.Millisecond:
+		b.d *= 2
+	}
+	return b.d
+}
+
+func (b *backoff) reset() { b.d = 0 }
+
+func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return os.ErrClosed
+	}
+}
+
+func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
+	if d.released.Load() {
+		return env.ExitStatus{}, d.errorf("wait for", env.ErrReleased)
+	}
+	var b backoff
+	for {
+		if st, ok := d.readExit(); ok {
+			return st, nil
+		}
+		if d.lost() {
+			return env.ExitStatus{}, d.errorf("wait for", errLost)
+		}
+		if err := sleepCtx(ctx, b.next(), nil); err != nil {
+			return env.ExitStatus{}, err
+		}
+	}
+}
+
+func (d *detached) Output(ctx context.Context, offset int64) (io.ReadCloser, error) {
+	if d.released.Load() {
+		return nil, d.errorf("output of", env.ErrReleased)
+	}
+	if offset < 0 {
+		return nil, d.errorf("output of", fmt.Errorf("negative offset %d", offset))
+	}
+	f, err := os.Open(filepath.Join(d.dir, fileLog))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, d.errorf("output of", env.ErrNotFound)
+	}
+	if err != nil {
+		return nil, d.errorf("output of", err)
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, d.errorf("output of", err)
+	}
+	return &logStream{d: d, f: f, ctx: ctx, closed: make(chan struct{})}, nil
+}
+
+// logStream follows a detached process's log file until the exit is
+// recorded and the log is read to its end.
+type logStream struct {
+	d         *detached
+	f         *os.File
+	ctx       context.Context
+	b         backoff
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (s *logStream) Read(p []byte) (int, error) {
+	for {
+		select {
+		case <-s.closed:
+			return 0, os.ErrClosed
+		default:
+		}
+		// Look for the exit before reading: output written before the exit
+		// was recorded is then certainly in the file.
+		_, exited := s.d.readExit()
+		n, err := s.f.Read(p)
+		if n > 0 {
+			s.b.reset()
+			return n, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if exited || s.d.lost() {
+			return 0, io.EOF
+		}
+		if err := sleepCtx(s.ctx, s.b.next(), s.closed); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (s *logStream) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.f.Close()
+}
+
+func (d *detached) Write(ctx context.Context, p []byte) (int, error) {
+	if d.released.Load() {
+		return 0, d.errorf("write to", env.ErrReleased)
+	}
+	if !d.st.Stdin {
+		return 0, d.errorf("write to", fmt.Errorf("spec did not ask for stdin: %w", env.ErrStdinClosed))
+	}
+	d.mu.Lock()
+	if d.stdinClosed || fileExists(filepath.Join(d.dir, fileStdinClosed)) {
+		d.mu.Unlock()
+		return 0, d.errorf("write to", env.ErrStdinClosed)
+	}
+	if _, ok := d.readExit(); ok {
+		d.mu.Unlock()
+		return 0, d.errorf("write to", env.ErrExited)
+	}
+	if d.stdinF == nil {
+		fifo := filepath.Join(d.dir, fileStdin)
+		// Non-blocking open: with no reader left (the command and all its
+		// descendants are gone) it fails with ENXIO instead of hanging.
+		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			d.mu.Unlock()
+			if errors.Is(err, unix.ENXIO) {
+				return 0, d.errorf("write to", env.ErrExited)
+			}
+			return 0, d.errorf("write to", err)
+		}
+		d.stdinF = os.NewFile(uintptr(fd), fifo)
+	}
+	f := d.stdinF
+	d.mu.Unlock()
+	n, err := writeCtx(ctx, f, p)
+	if err != nil {
+		d.mu.Lock()
+		closed := d.stdinClosed
+		d.mu.Unlock()
+		switch {
+		case errors.Is(err, syscall.EPIPE):
+			return n, d.errorf("write to", env.ErrExited)
+		case closed:
+			return n, d.errorf("write to", env.ErrStdinClosed)
+		case ctx.Err() != nil:
+			return n, ctx.Err()
+		}
+		if _, ok := d.readExit(); ok {
+			return n, d.errorf("write to", env.ErrExited)
+		}
+		return n, d.errorf("write to", err)
+	}
+	return n, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func (d *detached) CloseStdin(ctx context.Context) error {
+	if d.released.Load() {
+		return d.errorf("close stdin of", env.ErrReleased)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.st.Stdin || d.stdinClosed {
+		d.stdinClosed = true
+		return nil
+	}
+	d.stdinClosed = true
+	if d.stdinF != nil {
+		_ = d.stdinF.Close()
+		d.stdinF = nil
+	}
+	// The marker tells the shim (and any other supervisor) that stdin is
+	// closed for good; the shim then drops its end of the FIFO.
+	f, err := os.OpenFile(filepath.Join(d.dir, fileStdinClosed), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return d.errorf("close stdin of", err)
+	}
+	return f.Close()
+}
+
+func (d *detached) Signal(ctx context.Context, sig env.Signal) error {
+	if d.released.Load() {
+		return d.errorf("signal", env.ErrReleased)
+	}
+	num, err := sysSignal(sig)
+	if err != nil {
+		return d.errorf("signal", err)
+	}
+	_, exited := d.readExit()
+	if exited || !d.leaderLive() {
+		_ = d.tree.signal(num, false)
+		return d.errorf("signal "+string(sig)+" to", env.ErrExited)
+	}
+	if err := d.tree.signal(num, true); err != nil {
+		return d.errorf("signal "+string(sig)+" to", err)
+	}
+	return nil
+}
+
+func (d *detached) Survivors(ctx context.Context) ([]int, error) {
+	if d.released.Load() {
+		return nil, d.errorf("survivors of", env.ErrReleased)
+	}
+	pids, err := d.tree.survivors(d.leaderLive())
+	if err != nil {
+		return nil, d.errorf("survivors of", err)
+	}
+	return pids, nil
+}
+
+func (d *detached) Resize(ctx context.Context, size env.WindowSize) error {
+	if d.released.Load() {
+		return d.errorf("resize", env.ErrReleased)
+	}
+	return d.errorf("resize", fmt.Errorf("no PTY: %w", env.ErrUnsupported))
+}
+
+func (d *detached) Ref() (env.Ref, error) {
+	if d.released.Load() {
+		return env.Ref{}, d.errorf("ref of", env.ErrReleased)
+	}
+	data, err := json.Marshal(refData{ID: d.id, Dir: d.dir, PID: d.st.PID, StartTime: d.st.StartTime})
+	if err != nil {
+		return env.Ref{}, d.errorf("ref of", err)
+	}
+	return env.Ref{Env: d.env.Name(), PID: d.st.PID, Data: data}, nil
+}
+
+// Release closes the handle's stdin descriptor; the process, its shim and
+// its directory stay.
+func (d *detached) Release() error {
+	if !d.released.CompareAndSwap(false, true) {
+		return nil
+	}
+	d.mu.Lock()
+	if d.stdinF != nil {
+		_ = d.stdinF.Close()
+		d.stdinF = nil
+	}
+	d.mu.Unlock()
+	d.tree.release()
+	d.env.forgetHandle(d)
+	return nil
+}
+
+// Remove deletes the process directory. It refuses while the command runs
+// (or while its fate is unknown because the shim is still alive without a
+// recorded exit).
+func (d *detached) Remove(ctx context.Context) error {
+	if d.released.Load() {
+		return d.errorf("remove", env.ErrReleased)
+	}
+	if _, exited := d.readExit(); !exited && (d.leaderLive() || d.shimAlive()) {
+		return d.errorf("remove", errors.New("process is still running; kill it first"))
+	}
+	_ = d.Release()
+	d.tree.cleanup()
+	if !strings.HasPrefix(d.dir, d.env.stateDir+string(filepath.Separator)) {
+		return d.errorf("remove", fmt.Errorf("directory %q is outside the state directory", d.dir))
+	}
+	if err := os.RemoveAll(d.dir); err != nil {
+		return d.errorf("remove", err)
+	}
+	return nil
+}

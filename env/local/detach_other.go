@@ -1,0 +1,24 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/corralhq/corral/env"
+)
+
+// detached processes need the Linux shim (a child subreaper); elsewhere
+// there are none, and this type only keeps the Env bookkeeping uniform.
+type detached struct{}
+
+func (d *detached) Release() error { return nil }
+
+func (e *Env) startDetached(context.Context, env.Spec) (*detached, error) {
+	return nil, fmt.Errorf("local: start: detached processes need Linux: %w", env.ErrUnsupported)
+}
+
+func (e *Env) attach(env.Ref) (*detached, error) {
+	return nil, fmt.Errorf("local: attach: detached processes need Linux: %w", env.ErrUnsupported)
+}

@@ -1,0 +1,293 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// OutputGrace is how long output from descendants that still hold the
+// output pipe or terminal is collected after the process itself exited.
+const OutputGrace = time.Second
+
+// Options configures an Env. The zero value works.
+type Options struct {
+	// StateDir holds the directories of detached processes. Default:
+	// $XDG_STATE_HOME/corral/local, else ~/.local/state/corral/local.
+	// It is created with mode 0700.
+	StateDir string
+
+	// AllowEnv names secret-looking variables (env.IsSecretName) of the
+	// base environment that are passed on nevertheless.
+	AllowEnv []string
+
+	// Environ is the base environment; nil means os.Environ(). It is
+	// always filtered with env.FilterSecrets(Environ, AllowEnv); Spec.Env
+	// is applied on top, unfiltered.
+	Environ []string
+
+	// DisableCgroup forces the process-group-plus-scan tree kill even where
+	// cgroup v2 is usable.
+	DisableCgroup bool
+
+	// Logger receives diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Env is the local machine as an env.Environment. Create it with New.
+type Env struct {
+	log      *slog.Logger
+	stateDir string
+	baseEnv  []string
+	sys      *system
+
+	mu       sync.Mutex
+	closed   bool
+	children map[*child]struct{}
+	handles  map[*detached]struct{}
+}
+
+var _ env.Environment = (*Env)(nil)
+
+// New returns the local Environment. It creates the state directory and
+// probes the tree-kill mechanism once.
+func New(opts Options) (*Env, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("env", "local")
+	stateDir := opts.StateDir
+	if stateDir == "" {
+		var err error
+		if stateDir, err = defaultStateDir(); err != nil {
+			return nil, fmt.Errorf("local: state directory: %w", err)
+		}
+	}
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("local: state directory %q: %w", stateDir, err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("local: create state directory: %w", err)
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	base := env.FilterSecrets(environ, opts.AllowEnv)
+	base = dropVars(base, func(name string) bool { return name == shimEnvVar })
+	sys, err := newSystem(opts.DisableCgroup, log)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &Env{
+		log:      log,
+		stateDir: stateDir,
+		baseEnv:  base,
+		sys:      sys,
+		children: make(map[*child]struct{}),
+		handles:  make(map[*detached]struct{}),
+	}, nil
+}
+
+func defaultStateDir() (string, error) {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "corral", "local"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "corral", "local"), nil
+}
+
+// Name returns "local".
+func (e *Env) Name() string { return "local" }
+
+// Capabilities reports what this machine supports; TreeKill depends on
+// whether cgroup v2 was found usable.
+func (e *Env) Capabilities() env.Capabilities { return e.sys.capabilities() }
+
+// Start starts spec.Command as /bin/sh -c in a new session.
+func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("local: start: %w", err)
+	}
+	if err := checkDir(spec.Dir); err != nil {
+		return nil, fmt.Errorf("local: start: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: start: %w", err)
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("local: start: %w", env.ErrReleased)
+	}
+	if spec.Detach {
+		if spec.PTY != nil {
+			return nil, fmt.Errorf("local: start: a detached process cannot have a PTY: %w", env.ErrUnsupported)
+		}
+		d, err := e.startDetached(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	c, err := e.startChild(spec)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &env.SpecError{Field: "Dir", Value: dir, Reason: "no such directory", Err: env.ErrDirNotFound}
+	case err != nil:
+		return &env.SpecError{Field: "Dir", Value: dir, Reason: err.Error(), Err: env.ErrDirNotFound}
+	case !fi.IsDir():
+		return &env.SpecError{Field: "Dir", Value: dir, Reason: "not a directory", Err: env.ErrDirNotFound}
+	}
+	return nil
+}
+
+// commandEnv is the environment a command gets: the filtered base plus
+// spec.Env (later entries win; os/exec removes the duplicates).
+func (e *Env) commandEnv(spec env.Spec) []string {
+	out := make([]string, 0, len(e.baseEnv)+len(spec.Env)+1)
+	out = append(out, e.baseEnv...)
+	return append(out, spec.Env...)
+}
+
+// Attach re-attaches to a detached process from its Ref.
+func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("local: attach: %w", env.ErrReleased)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: attach: %w", err)
+	}
+	d, err := e.attach(ref)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close kills every process started without Detach (whole tree), waits for
+// them briefly, and releases every handle. Detached processes keep running.
+func (e *Env) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	children := make([]*child, 0, len(e.children))
+	for c := range e.children {
+		children = append(children, c)
+	}
+	handles := make([]*detached, 0, len(e.handles))
+	for d := range e.handles {
+		handles = append(handles, d)
+	}
+	e.mu.Unlock()
+
+	var errs []error
+	for _, c := range children {
+		if err := c.kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for _, c := range children {
+		select {
+		case <-c.finished:
+		case <-deadline.C:
+			errs = append(errs, fmt.Errorf("local: close: process %d did not end after SIGKILL", c.pid))
+			deadline.Reset(0)
+		}
+		_ = c.Release()
+	}
+	for _, d := range handles {
+		_ = d.Release()
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Env) forget(c *child) {
+	e.mu.Lock()
+	delete(e.children, c)
+	e.mu.Unlock()
+}
+
+func (e *Env) forgetHandle(d *detached) {
+	e.mu.Lock()
+	delete(e.handles, d)
+	e.mu.Unlock()
+}
+
+// newID returns 16 random hex digits: process directory names, cgroup
+// names and tree tags.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func validID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func dropVars(environ []string, drop func(name string) bool) []string {
+	out := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// treeTagPrefix starts the name of the variable that marks a process tree
+// in pgroup+scan mode. A per-tree name (not a per-tree value) lets nested
+// supervisors each find their own tree: a descendant carries all the tags.
+const treeTagPrefix = "CORRAL_TREE_"
+
+// shimEnvVar, when set, turns any binary importing this package into the
+// shim of a detached process (see the package documentation). It is never
+// passed on to commands.
+const shimEnvVar = "CORRAL_LOCAL_SHIM"
