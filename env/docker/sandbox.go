@@ -66,6 +66,7 @@ type sandbox struct {
 // uniqueness: the loser finds the winner's container.
 func ensureSandbox(ctx context.Context, cli *client.Client, t Target, owner string, log *slog.Logger) (*sandbox, error) {
 	name := t.containerName(owner)
+	delay := 10 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		id, err := findSandbox(ctx, cli, t, name, owner)
 		if err != nil {
@@ -73,8 +74,17 @@ func ensureSandbox(ctx context.Context, cli *client.Client, t Target, owner stri
 		}
 		if id == "" {
 			id, err = createSandbox(ctx, cli, t, name, owner)
-			if cerrdefs.IsConflict(err) && attempt < 3 {
-				continue // someone created it meanwhile: find it
+			// Someone else is creating it: the engine reserves the name
+			// before the container can be inspected, so wait for it to
+			// appear rather than fail.
+			if cerrdefs.IsConflict(err) && attempt < 40 {
+				select {
+				case <-ctx.Done():
+					return nil, fmt.Errorf("docker: sandbox %s: %w", name, ctx.Err())
+				case <-time.After(delay):
+				}
+				delay = min(2*delay, 250*time.Millisecond)
+				continue
 			}
 			if err != nil {
 				return nil, err
