@@ -195,8 +195,12 @@ func testKillRacesExit(t *testing.T, s *suite) {
 			if errors.Is(serr, env.ErrExited) && st != env.Exited(7) {
 				t.Errorf("round %d: Signal said ErrExited, but status is %v", i, st)
 			}
+			sigResult := "Signal nil"
+			if serr != nil {
+				sigResult = "Signal ErrExited"
+			}
 			mu.Lock()
-			outcomes[fmt.Sprintf("%v / signal err %v", st, serr)]++
+			outcomes[fmt.Sprintf("%v, %s", st, sigResult)]++
 			mu.Unlock()
 		})
 	}

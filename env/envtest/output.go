@@ -16,7 +16,8 @@ var outputCases = []testCase{
 	{"BinaryBytes", testBinary},
 	{"Large50MB", testLarge},
 	{"ResumeAfterExit", testResumeAfterExit},
-	{"ResumeLive", testResumeLive},
+	{"ResumeLive", func(t *testing.T, s *suite) { testResumeLive(t, s, false) }},
+	{"ResumeLiveDetached", func(t *testing.T, s *suite) { testResumeLive(t, s, true) }},
 	{"GrandchildHoldsOutput", testGrandchildHoldsOutput},
 }
 
@@ -171,13 +172,17 @@ func (s *suite) checkOffsets(t *testing.T, p env.Process, want []byte) {
 	}
 }
 
+// testResumeAfterExit re-opens the output of an ended process at several
+// offsets: any process where ReplayOutput, else a detached one (detached
+// output is always replayable).
 func testResumeAfterExit(t *testing.T, s *suite) {
 	e := s.newEnv(t)
-	if !e.Capabilities().ReplayOutput {
-		t.Skip("Capabilities.ReplayOutput is false: output of a non-detached process can be read only once (live, covered by ResumeLive)")
+	caps := e.Capabilities()
+	if !caps.ReplayOutput && !caps.Reattach {
+		t.Skip("Capabilities.ReplayOutput and Reattach are false: output can be read only once (live, covered by ResumeLive)")
 	}
 	want := numberedLines(0, 6000)
-	p := s.start(t, e, env.Spec{Command: numberedLinesCommand(0, 6000)})
+	p := s.start(t, e, env.Spec{Command: numberedLinesCommand(0, 6000), Detach: !caps.ReplayOutput})
 	if st := s.wait(t, p); !st.Success() {
 		t.Fatalf("status = %v, want exit status 0", st)
 	}
@@ -187,20 +192,26 @@ func testResumeAfterExit(t *testing.T, s *suite) {
 // testResumeLive: streams opened at an offset while the process still
 // writes deliver exactly the bytes from that offset, the part written
 // before the open and the part written after it, with no gap and no
-// duplicate.
-func testResumeLive(t *testing.T, s *suite) {
+// duplicate. Where output is not replayable, the one live stream skips
+// offset bytes.
+func testResumeLive(t *testing.T, s *suite, detach bool) {
 	e := s.newEnv(t)
 	caps := e.Capabilities()
 	if !caps.Stdin {
 		t.Skip("Capabilities.Stdin is false: the live case gates the output on stdin")
 	}
+	if detach && !caps.Reattach {
+		t.Skip("Capabilities.Reattach is false")
+	}
+	replay := caps.ReplayOutput || detach
 	part1, part2 := numberedLines(0, 3000), numberedLines(3000, 6000)
 	want := append(bytes.Clone(part1), part2...)
 	p := s.start(t, e, env.Spec{
 		Command: numberedLinesCommand(0, 3000) + "; read go; " + numberedLinesCommand(3000, 6000),
 		Stdin:   true,
+		Detach:  detach,
 	})
-	if !caps.ReplayOutput {
+	if !replay {
 		// A live stream may be opened once; offset bytes are skipped.
 		const off = 12345
 		w := s.watch(t, p, off)
