@@ -51,13 +51,13 @@ type shimState struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"`
 	// Cgroup is the command's cgroup as /proc/PID/cgroup shows it.
-	Cgroup       string `json:"cgroup,omitempty"`
-	Tag          string `json:"tag,omitempty"`
-	ShimPID      int    `json:"shim_pid"`
-	ShimStart    uint64 `json:"shim_start_time"`
-	Stdin        bool   `json:"stdin"`
-	SpecTag      string `json:"spec_tag,omitempty"`
-	CommandLine  string `json:"command"`
+	Cgroup      string `json:"cgroup,omitempty"`
+	Tag         string `json:"tag,omitempty"`
+	ShimPID     int    `json:"shim_pid"`
+	ShimStart   uint64 `json:"shim_start_time"`
+	Stdin       bool   `json:"stdin"`
+	SpecTag     string `json:"spec_tag,omitempty"`
+	CommandLine string `json:"command"`
 }
 
 func init() {
