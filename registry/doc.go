@@ -1,5 +1,114 @@
-// Package registry is corral's backend-neutral process registry: it starts
-// processes in env.Environment values, tracks their state and output, ends
-// their trees, and publishes events. (Full documentation follows with the
-// implementation.)
+// Package registry is corral's backend-neutral process registry: the single
+// source of truth for the processes corral runs. Front ends (the CLI, the
+// socket server, the MCP server) call it; it drives env.Environment values
+// and never the other way round.
+//
+// A Registry is a value built with New from a Config whose Open function
+// maps a backend target ("local", "docker://web", "ssh://host", a plugin's
+// "NAME://…") to an Environment. Each target is opened lazily, once; a
+// failed Open is not cached. Close stops the registry's goroutines and
+// closes the environments, which kills the processes that were not started
+// detached; detached ones keep running in their sandbox (re-attaching them
+// after a restart is the job of the later checkpoint, for which Info and
+// its env.Ref are plain serialisable data).
+//
+// # IDs
+//
+// A process ID is "proc_" followed by 12 lowercase hex digits from
+// crypto/rand. Every method taking an ID validates it (ErrInvalidID, with
+// the expected form in the message) and also accepts a unique prefix of at
+// least 4 hex digits, with or without "proc_"; an ambiguous prefix is an
+// *AmbiguousError (ErrAmbiguous) listing the candidates, an unknown one
+// ErrNotFound.
+//
+// # States
+//
+//	starting → running → exited | killed | timed_out | lost
+//	starting → failed
+//
+// CreatedAt, StartedAt and EndedAt timestamp the transitions. A process
+// that a Kill, a KillAll, a Run timeout or the cancellation of Run's
+// context signalled is reported killed (or timed_out) whatever status it
+// then exits with — a process that traps SIGTERM and exits 0 is still
+// "killed" — and the status is recorded. A signal counts once the
+// environment accepted it; if the process had already exited (the
+// environment answers env.ErrExited) the real exit stands. lost means the
+// environment reported the sandbox or the process gone (env.ErrSandboxGone,
+// env.ErrNotFound) while it ran; failed means the environment could not
+// start it (the failed process is registered, so its Reason stays
+// visible). Invalid options and a full registry register nothing.
+//
+// Start starts processes detached (Spec.Detach) when the environment's
+// Capabilities.Reattach is true and no PTY is asked for; Run does so only
+// when it may yield (RunOptions.YieldAfter), since a foreground process
+// should die with its supervisor.
+//
+// # Output
+//
+// One goroutine per process copies the environment's output stream into
+// the process's Buffer, Run's live writer and the watcher; the final state
+// is recorded only after the stream ended, so a finished process's output
+// is complete. A Buffer holds at most Config.BufferSize bytes: the first
+// HeadSize bytes and a rolling tail, with a monotonic total and an exact
+// count of the bytes omitted between them. No cut splits a UTF-8 sequence
+// (binary data stays byte-exact; the at most 3 bytes a cut may skip are
+// counted as omitted). Poll reads "since byte N" and says how many bytes
+// fell out of the buffer; Log splits the held output into lines, with a
+// "[… N bytes omitted …]" line at the gap and, with Strip, the ANSI/OSC
+// stripping of package registry/ansi.
+//
+// Locking is per process. The registry-wide lock guards only the process
+// and environment maps; no lock is held while copying output or calling an
+// environment, so a process flooding output never delays operations on
+// another.
+//
+// # Kill
+//
+// Kill sends the signal (default TERM; KILL with Force), waits up to the
+// grace period (default Config.DefaultGrace, 5 s) for the process to exit,
+// sends SIGKILL if it did not, and then verifies with Process.Survivors
+// that nothing of the tree is left, polling for up to 5 s and sending one
+// more SIGKILL to what remains; survivors are reported (and make Kill
+// return an error). Kills of one process are serialised: the first does
+// the work, later ones report AlreadyExited with the state and status it
+// left — so two concurrent kills never escalate twice.
+//
+// # Limits
+//
+// At most Config.MaxProcesses (256) processes are tracked. Starting one
+// more prunes the finished process that ended first; if every tracked
+// process is still running, Start and Run fail with ErrLimit. Finished
+// processes are dropped after Config.FinishedTTL (30 min), lazily when
+// looked up or listed and by a janitor goroutine; dropping a process
+// removes its state in the sandbox too (Process.Remove).
+//
+// # Events
+//
+// Subscribe returns a pull-based Subscription (Next, Close). Event types
+// are started, exited (every final state but failed), watch_match,
+// watch_disabled and suppressed.
+//
+// Watch patterns (StartOptions.Watch substrings, WatchRegex Go regular
+// expressions) are matched against complete output lines after ANSI
+// stripping, with lines and escape sequences split across reads
+// reassembled; a final unterminated line is matched at exit. Per process,
+// at most one watch_match is published per 10 s window: the first match
+// opens the window, later matches in it are held back. When matches were
+// held back in 3 consecutive windows (a window opening within 10 s of the
+// end of the previous one continues the run), watching stops with one
+// watch_disabled event, and the process's exited event is marked Notify
+// even if StartOptions.Notify was false.
+//
+// Across all processes at most 15 events are published per sliding 10 s
+// window; the 16th starts a 30 s cooldown during which every event is held
+// back and counted, and which ends with one suppressed event carrying the
+// counts by type. Config.Clock makes time injectable for tests.
+//
+// An exited event is published for every exit, with Notify saying whether
+// the caller asked to be told. At delivery, Subscription.Next skips an
+// exited event when a caller already received that process's final result
+// through Wait, Poll or Run: a completion is not repeated to whoever has
+// it. Subscriptions are bounded (Config.SubscriptionBuffer, 1024): a slow
+// subscriber loses the oldest events, counted in Event.Dropped and
+// Subscription.Dropped, and never blocks the registry.
 package registry

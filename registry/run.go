@@ -39,7 +39,7 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		return RunResult{}, err
 	}
 	if err != nil {
-		return r.result(p, false), err
+		return r.result(p), err
 	}
 	defer p.detachTee()
 
@@ -65,10 +65,10 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		var kind string
 		select {
 		case <-p.done:
-			return r.result(p, false), nil
+			return r.result(p), nil
 		case <-yieldC:
 			p.detachTee()
-			res := r.result(p, false)
+			res := r.result(p)
 			if !res.State.Final() {
 				res.Yielded = true
 			}
@@ -87,13 +87,13 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 			_, kerr := p.kill(kctx, "TERM", grace, StateKilled, "")
 			p.awaitDone(kctx)
 			cancel()
-			res := r.result(p, false)
+			res := r.result(p)
 			if kerr != nil {
 				return res, fmt.Errorf("registry: run %s: %w (and the kill failed: %v)", p.id, ctx.Err(), kerr)
 			}
 			return res, fmt.Errorf("registry: run %s: %w", p.id, ctx.Err())
 		case <-r.ctx.Done():
-			return r.result(p, false), fmt.Errorf("registry: run %s: %w", p.id, ErrClosed)
+			return r.result(p), fmt.Errorf("registry: run %s: %w", p.id, ErrClosed)
 		}
 		// A timeout fired.
 		r.log.Debug("run timed out", "id", p.id, "kind", kind)
@@ -101,7 +101,7 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		_, kerr := p.kill(kctx, "TERM", grace, StateTimedOut, kind)
 		p.awaitDone(kctx)
 		cancel()
-		res := r.result(p, false)
+		res := r.result(p)
 		if kerr != nil {
 			return res, fmt.Errorf("registry: run %s: %s fired: %w", p.id, kind, kerr)
 		}
@@ -110,7 +110,7 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 }
 
 // result snapshots p for Run's caller.
-func (r *Registry) result(p *proc, _ bool) RunResult {
+func (r *Registry) result(p *proc) RunResult {
 	in := p.info()
 	c := p.buf.ReadSince(0)
 	in.OutputBytes = c.Next
