@@ -11,7 +11,7 @@ import (
 
 // detached processes need the Linux shim (a child subreaper); elsewhere
 // there are none, and this type only keeps the Env bookkeeping uniform.
-type detached struct{}
+type detached struct{ env.Process }
 
 func (d *detached) Release() error { return nil }
 
