@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -765,4 +766,46 @@ func TestOpenOncePerTarget(t *testing.T) {
 		t.Fatalf("opens %v: want local once, a failing target retried", opens)
 	}
 	_ = io.Discard
+}
+
+// Info is plain data: it survives a JSON round trip unchanged, Ref
+// included, as the later checkpoint needs.
+func TestInfoJSONRoundTrip(t *testing.T) {
+	f := newFixture(t, nil)
+	in, fp := f.start(StartOptions{Labels: map[string]string{"k": "v"}})
+	fp.write("x")
+	fp.exit(env.Signaled(env.SIGTERM))
+	got, err := f.r.Wait(ctxT(t), in.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Info
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(back)
+	if string(b) != string(b2) || back.Ref == nil || back.Status == nil || back.Status.Signal != env.SIGTERM ||
+		back.Labels["k"] != "v" || !back.EndedAt.Equal(got.EndedAt) {
+		t.Fatalf("round trip:\n%s\n%s", b, b2)
+	}
+}
+
+func TestPollCursorFellOut(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.BufferSize = 32; c.HeadSize = 8 })
+	in, fp := f.start(StartOptions{})
+	fp.write(strings.Repeat("a", 8) + strings.Repeat("b", 40) + strings.Repeat("c", 24))
+	fp.exit(env.Exited(0))
+	f.r.Wait(ctxT(t), in.ID, 0)
+	pr, err := f.r.Poll(ctxT(t), in.ID, 10)
+	if err != nil || pr.OmittedBytes != 38 || pr.OmittedAt != 0 || string(pr.Output) != strings.Repeat("c", 24) || pr.Next != 72 {
+		t.Fatalf("Poll = %q omitted %d at %d next %d, %v", pr.Output, pr.OmittedBytes, pr.OmittedAt, pr.Next, err)
+	}
+	pr, _ = f.r.Poll(ctxT(t), in.ID, 0)
+	if pr.OmittedBytes != 40 || pr.OmittedAt != 8 || string(pr.Output) != strings.Repeat("a", 8)+strings.Repeat("c", 24) {
+		t.Fatalf("Poll from 0 = %q omitted %d at %d", pr.Output, pr.OmittedBytes, pr.OmittedAt)
+	}
 }
