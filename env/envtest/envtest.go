@@ -235,10 +235,6 @@ func (s *suite) sh(t *testing.T, e env.Environment, command string) string {
 	return string(out)
 }
 
-func (s *suite) caps(t *testing.T, e env.Environment) env.Capabilities {
-	return e.Capabilities()
-}
-
 // ReadAll reads p's output from offset 0 until the stream ends (io.EOF).
 // If ctx ends first the stream is closed and ctx's error returned together
 // with what was read.

@@ -12,6 +12,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,6 +25,9 @@ import (
 )
 
 type execEnv struct {
+	shell   string   // runs Spec.Command as shell -c; "" means /bin/sh
+	environ []string // base environment; nil means os.Environ()
+
 	mu     sync.Mutex
 	closed bool
 	procs  map[*execProc]bool
@@ -53,9 +59,16 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 			return nil, fmt.Errorf("exec: start: %w", &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "not a directory", Err: env.ErrDirNotFound})
 		}
 	}
-	cmd := exec.Command("/bin/sh", "-c", spec.Command)
+	shell, environ := e.shell, e.environ
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	if environ == nil {
+		environ = os.Environ()
+	}
+	cmd := exec.Command(shell, "-c", spec.Command)
 	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Env = append(slices.Clone(environ), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -335,5 +348,40 @@ func TestSuiteOnExecEnv(t *testing.T) {
 	envtest.Run(t, envtest.Config{
 		New: func(t *testing.T) env.Environment { return newExecEnv() },
 		PTY: true,
+	})
+}
+
+// TestSuiteOnBusybox runs the suite's scripts under busybox alone: sh is
+// busybox ash and PATH holds nothing but busybox applets, as in a busybox
+// container. It proves the suite needs nothing beyond what busybox has.
+func TestSuiteOnBusybox(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox is not installed (apt-get install busybox)")
+	}
+	list, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	bin := t.TempDir()
+	for _, applet := range strings.Fields(string(list)) {
+		if err := os.Symlink(bb, filepath.Join(bin, applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Debian's busybox build lacks the nohup applet that upstream's
+	// default configuration (and the busybox image) has.
+	if _, err := os.Stat(filepath.Join(bin, "nohup")); err != nil {
+		if nohup, err := exec.LookPath("nohup"); err == nil {
+			os.Symlink(nohup, filepath.Join(bin, "nohup"))
+		}
+	}
+	environ := []string{"PATH=" + bin, "HOME=/", "TMPDIR=" + os.TempDir()}
+	envtest.Run(t, envtest.Config{
+		New: func(t *testing.T) env.Environment {
+			e := newExecEnv()
+			e.shell, e.environ = filepath.Join(bin, "sh"), environ
+			return e
+		},
 	})
 }

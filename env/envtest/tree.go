@@ -34,11 +34,12 @@ var treeShapes = []treeShape{
 	// tree (to init or a subreaper) but stays in the process group. The
 	// main shell stays, in the foreground sleep $M1.
 	{"DoubleForkDaemon", 2, false, `(sh -c 'sleep $M0' &) & sleep $M1`},
-	// Both ends of a pipeline block forever: yes on the full pipe, sleep
-	// never reads.
-	{"Pipeline", 2, false, `yes $M0 | sleep $M1`},
+	// Every stage of the pipeline blocks forever: yes on the full pipe, the
+	// sleeps never read. Only the sleeps carry markers: busybox runs yes
+	// as an in-process applet under the forked shell's command line.
+	{"Pipeline", 2, false, `yes | sleep $M0 | sleep $M1`},
 	// A pipeline started by a setsid escapee.
-	{"EscapedPipeline", 2, true, `setsid sh -c 'yes $M0 | sleep $M1' & wait`},
+	{"EscapedPipeline", 2, true, `setsid sh -c 'yes | sleep $M0 | sleep $M1' & wait`},
 }
 
 var treeCases = func() []testCase {
