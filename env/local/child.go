@@ -256,6 +256,26 @@ func (c *child) kill() error {
 	return nil
 }
 
+// awaitEmpty polls until the tree has no live member, or until stop.
+func (c *child) awaitEmpty(stop <-chan time.Time) error {
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		c.mu.RLock()
+		pids, err := c.tree.survivors(!c.exiting)
+		if err == nil && len(pids) > 0 {
+			err = c.tree.signal(syscall.SIGKILL, !c.exiting)
+		}
+		c.mu.RUnlock()
+		if err == nil && len(pids) == 0 {
+			return nil
+		}
+		select {
+		case <-stop:
+			return fmt.Errorf("local: close: processes %v of %d survived SIGKILL (%v)", pids, c.pid, err)
+		case <-time.After(delay):
+		}
+	}
+}
+
 func (c *child) Survivors(ctx context.Context) ([]int, error) {
 	if c.released.Load() {
 		return nil, fmt.Errorf("local: survivors of %d: %w", c.pid, env.ErrReleased)

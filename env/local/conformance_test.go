@@ -7,11 +7,6 @@ import (
 	"github.com/corralhq/corral/env/envtest"
 )
 
-func newTestEnv(t *testing.T, disableCgroup bool) *Env {
-	t.Helper()
-	return newTestEnvIn(t, t.TempDir(), disableCgroup)
-}
-
 // newTestEnvIn returns an Env on stateDir; Envs sharing it can attach to
 // each other's detached processes.
 func newTestEnvIn(t *testing.T, stateDir string, disableCgroup bool) *Env {

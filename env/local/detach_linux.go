@@ -537,3 +537,27 @@ func (d *detached) Remove(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (e *Env) forgetHandle(d *detached) {
+	e.mu.Lock()
+	delete(e.handles, d)
+	e.mu.Unlock()
+}
+
+func validID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// treeTagPrefix starts the name of the variable that marks a process tree
+// in pgroup+scan mode. A per-tree name (not a per-tree value) lets nested
+// supervisors each find their own tree: a descendant carries all the tags.
+const treeTagPrefix = "CORRAL_TREE_"

@@ -230,6 +230,13 @@ func (e *Env) Close() error {
 			errs = append(errs, fmt.Errorf("local: close: process %d did not end after SIGKILL", c.pid))
 			deadline.Reset(0)
 		}
+		// SIGKILL is delivered at once but processes die asynchronously:
+		// wait (bounded) until nothing of the tree is left, so that Close
+		// returning means the trees are gone.
+		if err := c.awaitEmpty(deadline.C); err != nil {
+			errs = append(errs, err)
+			deadline.Reset(0)
+		}
 		_ = c.Release()
 	}
 	for _, d := range handles {
@@ -244,31 +251,12 @@ func (e *Env) forget(c *child) {
 	e.mu.Unlock()
 }
 
-func (e *Env) forgetHandle(d *detached) {
-	e.mu.Lock()
-	delete(e.handles, d)
-	e.mu.Unlock()
-}
-
 // newID returns 16 random hex digits: process directory names, cgroup
 // names and tree tags.
 func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-func validID(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func dropVars(environ []string, drop func(name string) bool) []string {
@@ -281,11 +269,6 @@ func dropVars(environ []string, drop func(name string) bool) []string {
 	}
 	return out
 }
-
-// treeTagPrefix starts the name of the variable that marks a process tree
-// in pgroup+scan mode. A per-tree name (not a per-tree value) lets nested
-// supervisors each find their own tree: a descendant carries all the tags.
-const treeTagPrefix = "CORRAL_TREE_"
 
 // shimEnvVar, when set, turns any binary importing this package into the
 // shim of a detached process (see the package documentation). It is never

@@ -66,8 +66,10 @@ func init() {
 		return
 	}
 	// This process is a shim, not the program it is a copy of: run the
-	// shim and never return to main.
-	os.Exit(shimMain(v))
+	// shim and never return to main. syscall.Exit, not os.Exit: the
+	// supervisor waits for the first stage, and a race-enabled binary
+	// would otherwise linger a second in the race runtime's exit hook.
+	syscall.Exit(shimMain(v))
 }
 
 func shimMain(v string) int {

@@ -1,0 +1,565 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+func newTestEnv(t *testing.T, disableCgroup bool) *Env {
+	t.Helper()
+	return newTestEnvIn(t, t.TempDir(), disableCgroup)
+}
+
+// mechanisms runs f once per tree-kill mechanism this machine offers.
+func mechanisms(t *testing.T, f func(t *testing.T, disableCgroup bool)) {
+	t.Run("cgroup", func(t *testing.T) {
+		if _, _, err := findCgroup(); err != nil {
+			t.Skipf("cgroup v2 not usable here: %v", err)
+		}
+		f(t, false)
+	})
+	t.Run("pgroup+scan", func(t *testing.T) { f(t, true) })
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// marker is a unique sleep duration, so the test can find its own
+// processes and no one else's.
+func marker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.IntN(1000)) }
+
+func start(t *testing.T, e *Env, spec env.Spec) env.Process {
+	t.Helper()
+	p, err := e.Start(testCtx(t), spec)
+	if err != nil {
+		t.Fatalf("Start(%q): %v", spec.Command, err)
+	}
+	t.Cleanup(func() {
+		_ = p.Signal(context.Background(), env.SIGKILL)
+		_, _ = p.Wait(testCtx(t))
+		_ = p.Release()
+	})
+	return p
+}
+
+func readAll(t *testing.T, p env.Process, offset int64) string {
+	t.Helper()
+	r, err := p.Output(testCtx(t), offset)
+	if err != nil {
+		t.Fatalf("Output(%d): %v", offset, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("reading output: %v (got %q)", err, b)
+	}
+	return string(b)
+}
+
+func wait(t *testing.T, p env.Process) env.ExitStatus {
+	t.Helper()
+	st, err := p.Wait(testCtx(t))
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return st
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		e := newTestEnv(t, disableCgroup)
+		defer e.Close()
+		c := e.Capabilities()
+		want := "cgroup"
+		if disableCgroup {
+			want = "pgroup+scan"
+		}
+		if c.TreeKill != want {
+			t.Errorf("TreeKill = %q, want %q", c.TreeKill, want)
+		}
+		if !c.PTY || !c.Resize || !c.Stdin || !c.Reattach || c.ReattachPTY || c.ReplayOutput || len(c.Notes) == 0 {
+			t.Errorf("Capabilities = %+v", c)
+		}
+		if e.Name() != "local" {
+			t.Errorf("Name = %q", e.Name())
+		}
+	})
+}
+
+// TestCgroupPerProcess checks that a process really runs in a cgroup of
+// its own, and that the cgroup is removed once the tree is gone.
+func TestCgroupPerProcess(t *testing.T) {
+	if _, _, err := findCgroup(); err != nil {
+		t.Skipf("cgroup v2 not usable here: %v", err)
+	}
+	e := newTestEnv(t, false)
+	defer e.Close()
+	p := start(t, e, env.Spec{Command: "cat /proc/self/cgroup"})
+	out := readAll(t, p, 0)
+	if st := wait(t, p); !st.Success() {
+		t.Fatalf("status %v", st)
+	}
+	re := regexp.MustCompile(`(?m)^0::(` + regexp.QuoteMeta(e.sys.cgroupRel) + `/[0-9a-f]{16})$`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("cgroup of the command = %q, want one under %s", out, e.sys.cgroupRel)
+	}
+	dir := filepath.Join(e.sys.cgroupRoot, m[1])
+	eventually(t, "cgroup "+dir+" removed", func() bool {
+		_, err := os.Stat(dir)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}
+
+func TestSecretFiltering(t *testing.T) {
+	e, err := New(Options{
+		StateDir: t.TempDir(),
+		Environ: []string{
+			"PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=ghp_leak", "FOO_API_KEY=key_leak",
+			"ALLOWED_TOKEN=allowed_ok", "PLAIN_VAR=plain_ok",
+		},
+		AllowEnv: []string{"ALLOWED_TOKEN"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, spec := range []env.Spec{
+		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}},
+		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}, PTY: &env.WindowSize{Rows: 24, Cols: 200}},
+	} {
+		out := readAll(t, start(t, e, spec), 0)
+		for _, leak := range []string{"ghp_leak", "key_leak", "GITHUB_TOKEN", "FOO_API_KEY"} {
+			if strings.Contains(out, leak) {
+				t.Errorf("pty=%v: %s reached the command:\n%s", spec.PTY != nil, leak, out)
+			}
+		}
+		for _, ok := range []string{"ALLOWED_TOKEN=allowed_ok", "PLAIN_VAR=plain_ok", "BAR_SECRET=explicit_ok"} {
+			if !strings.Contains(out, ok) {
+				t.Errorf("pty=%v: %s missing:\n%s", spec.PTY != nil, ok, out)
+			}
+		}
+		if strings.Contains(out, shimEnvVar) {
+			t.Errorf("%s leaked into the command", shimEnvVar)
+		}
+	}
+	// Detached commands get the same environment through the shim.
+	out := readAll(t, start(t, e, env.Spec{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}, Detach: true}), 0)
+	if strings.Contains(out, "ghp_leak") || strings.Contains(out, shimEnvVar) || !strings.Contains(out, "BAR_SECRET=explicit_ok") || !strings.Contains(out, "ALLOWED_TOKEN=allowed_ok") {
+		t.Errorf("detached environment wrong:\n%s", out)
+	}
+}
+
+// TestIdentityCheck attaches to a forged state naming a live stranger's PID
+// (same PID, wrong start time): no signal may reach it.
+func TestIdentityCheck(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		stateDir := t.TempDir()
+		e := newTestEnvIn(t, stateDir, disableCgroup)
+		defer e.Close()
+
+		// The stranger leads its own group, so a kill(-pgid) would hit it.
+		victim := exec.Command("sleep", marker())
+		victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+		st, err := readStat(victim.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := newID()
+		dir := filepath.Join(stateDir, id)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		forged := shimState{PID: victim.Process.Pid, StartTime: st.startTime + 1, ShimPID: victim.Process.Pid, ShimStart: st.startTime + 1}
+		if disableCgroup {
+			forged.Tag = treeTagPrefix + id
+		} else {
+			forged.Cgroup = filepath.Join(e.sys.cgroupRel, id)
+		}
+		if err := writeJSONAtomic(filepath.Join(dir, fileState), forged); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: forged.StartTime})
+		p, err := e.Attach(testCtx(t), env.Ref{Env: "local", PID: forged.PID, Data: data})
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+		for _, sig := range []env.Signal{env.SIGKILL, env.SIGTERM} {
+			if err := p.Signal(testCtx(t), sig); !errors.Is(err, env.ErrExited) {
+				t.Errorf("Signal(%s) on a reused PID = %v, want ErrExited", sig, err)
+			}
+		}
+		if surv, err := p.Survivors(testCtx(t)); err != nil || len(surv) != 0 {
+			t.Errorf("Survivors = %v, %v; want none (the PID is a stranger's)", surv, err)
+		}
+		if err := p.Remove(testCtx(t)); err != nil {
+			t.Errorf("Remove of a dead process's state: %v", err)
+		}
+		// Had KILL or TERM reached it, it would not end by our INT now.
+		if err := victim.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatalf("the stranger is gone: %v", err)
+		}
+		err = victim.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+			t.Errorf("stranger ended with %v, want SIGINT (ours)", err)
+		}
+
+		// A Ref whose start time disagrees with the recorded state is
+		// refused outright.
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		forged.StartTime = st.startTime
+		if err := writeJSONAtomic(filepath.Join(dir, fileState), forged); err != nil {
+			t.Fatal(err)
+		}
+		data, _ = json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: st.startTime + 7})
+		if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
+			t.Errorf("Attach with a wrong start time = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestAttachValidatesRef(t *testing.T) {
+	stateDir := t.TempDir()
+	e := newTestEnvIn(t, stateDir, false)
+	defer e.Close()
+	id := newID()
+	outside := t.TempDir()
+	cases := map[string]env.Ref{
+		"other env":     {Env: "docker://x", Data: json.RawMessage(`{}`)},
+		"outside":       {Env: "local", Data: mustJSON(t, refData{ID: id, Dir: filepath.Join(outside, id), PID: 1})},
+		"traversal":     {Env: "local", Data: mustJSON(t, refData{ID: id, Dir: filepath.Join(stateDir, "..", id), PID: 1})},
+		"bad id":        {Env: "local", Data: mustJSON(t, refData{ID: "../../etc", Dir: stateDir, PID: 1})},
+		"unknown field": {Env: "local", Data: json.RawMessage(`{"id":"` + id + `","dir":"` + filepath.Join(stateDir, id) + `","evil":1}`)},
+		"missing dir":   {Env: "local", Data: mustJSON(t, refData{ID: id, Dir: filepath.Join(stateDir, id), PID: 1})},
+		"not json":      {Env: "local", Data: json.RawMessage(`[1,2]`)},
+	}
+	for name, ref := range cases {
+		if p, err := e.Attach(testCtx(t), ref); err == nil {
+			_ = p.Release()
+			t.Errorf("%s: Attach succeeded", name)
+		}
+	}
+	data := mustJSON(t, refData{ID: id, Dir: filepath.Join(stateDir, id), PID: 1})
+	if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
+		t.Errorf("missing directory: %v, want ErrNotFound", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReattachAfterSupervisorKilled starts a detached process from a
+// helper supervisor (this test binary re-executed), SIGKILLs the helper,
+// and drives the process from a new Env: stdin, full output, the real
+// exit status — a code of 143 is not SIGTERM, and SIGTERM is not 143.
+func TestReattachAfterSupervisorKilled(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		for _, tc := range []struct {
+			name, tail string
+			want       env.ExitStatus
+		}{
+			{"code143", "exit 143", env.Exited(143)},
+			{"SIGTERM", "kill -TERM $$; exit 3", env.Signaled(env.SIGTERM)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				stateDir := t.TempDir()
+				ref := runHelper(t, stateDir, disableCgroup, `echo start; read x; echo "got $x"; `+tc.tail)
+
+				e := newTestEnvIn(t, stateDir, disableCgroup)
+				defer e.Close()
+				p, err := e.Attach(testCtx(t), ref)
+				if err != nil {
+					t.Fatalf("Attach: %v", err)
+				}
+				defer p.Release()
+				if _, err := p.Write(testCtx(t), []byte("hello\n")); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+				if err := p.CloseStdin(testCtx(t)); err != nil {
+					t.Fatalf("CloseStdin: %v", err)
+				}
+				if got := readAll(t, p, 0); got != "start\ngot hello\n" {
+					t.Errorf("output = %q", got)
+				}
+				if got := readAll(t, p, 6); got != "got hello\n" {
+					t.Errorf("output from offset 6 = %q", got)
+				}
+				if st := wait(t, p); st != tc.want {
+					t.Errorf("status = %v, want %v", st, tc.want)
+				}
+				if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
+					t.Errorf("Signal after exit = %v, want ErrExited", err)
+				}
+				if _, err := p.Write(testCtx(t), []byte("x")); !errors.Is(err, env.ErrStdinClosed) {
+					t.Errorf("Write after CloseStdin = %v, want ErrStdinClosed", err)
+				}
+				if err := p.Remove(testCtx(t)); err != nil {
+					t.Fatalf("Remove: %v", err)
+				}
+				if _, err := e.Attach(testCtx(t), ref); !errors.Is(err, env.ErrNotFound) {
+					t.Errorf("Attach after Remove = %v, want ErrNotFound", err)
+				}
+			})
+		}
+	})
+}
+
+// runHelper starts the helper supervisor, reads the Ref it prints, and
+// kills it with SIGKILL.
+func runHelper(t *testing.T, stateDir string, disableCgroup bool, command string) env.Ref {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnvVar+"="+stateDir, helperCmdEnvVar+"="+command, helperStdinEnvVar+"=1")
+	if disableCgroup {
+		cmd.Env = append(cmd.Env, helperNoCgroupVar+"=1")
+	}
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("helper printed no ref: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper ended with %v, want SIGKILL", err)
+	}
+	var ref env.Ref
+	if err := json.Unmarshal(line, &ref); err != nil {
+		t.Fatalf("helper ref %q: %v", line, err)
+	}
+	return ref
+}
+
+// TestKillRacingExit signals processes that are exiting on their own: the
+// outcome is either the natural status (and Signal may say ErrExited) or
+// SIGKILL — never an error of another kind, a hang or a wrong status.
+func TestKillRacingExit(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		e := newTestEnv(t, disableCgroup)
+		defer e.Close()
+		for i := range 100 {
+			p, err := e.Start(testCtx(t), env.Spec{Command: "exit 7"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sigErr := p.Signal(testCtx(t), env.SIGKILL)
+			if sigErr != nil && !errors.Is(sigErr, env.ErrExited) {
+				t.Fatalf("round %d: Signal = %v", i, sigErr)
+			}
+			st := wait(t, p)
+			switch {
+			case st == env.Exited(7):
+			case st == env.Signaled(env.SIGKILL) && sigErr == nil:
+			default:
+				t.Fatalf("round %d: status %v after Signal returned %v", i, st, sigErr)
+			}
+			_ = p.Release()
+		}
+	})
+}
+
+// TestGrandchildHoldsOutput: the stream and Wait end although a background
+// grandchild keeps the output pipe open; Signal after the exit still
+// reaches that grandchild (and reports ErrExited).
+func TestGrandchildHoldsOutput(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		e := newTestEnv(t, disableCgroup)
+		defer e.Close()
+		for _, pty := range []*env.WindowSize{nil, {Rows: 24, Cols: 80}} {
+			p := start(t, e, env.Spec{Command: "sleep " + marker() + " & echo done", PTY: pty})
+			if got := readAll(t, p, 0); strings.TrimSpace(got) != "done" {
+				t.Errorf("pty=%v: output %q", pty != nil, got)
+			}
+			if st := wait(t, p); !st.Success() {
+				t.Errorf("status %v", st)
+			}
+			surv, err := p.Survivors(testCtx(t))
+			if err != nil || len(surv) == 0 {
+				// On a PTY the hangup of the session may end the sleep.
+				if pty == nil {
+					t.Fatalf("Survivors = %v, %v; want the sleeping grandchild", surv, err)
+				}
+			}
+			if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
+				t.Errorf("Signal after exit = %v, want ErrExited", err)
+			}
+			eventually(t, "grandchild killed", func() bool {
+				surv, err := p.Survivors(testCtx(t))
+				return err == nil && len(surv) == 0
+			})
+		}
+	})
+}
+
+func TestLiveOutputOpensOnce(t *testing.T) {
+	e := newTestEnv(t, false)
+	defer e.Close()
+	p := start(t, e, env.Spec{Command: "echo 0123456789"})
+	if got := readAll(t, p, 4); got != "456789\n" {
+		t.Errorf("output from offset 4 = %q", got)
+	}
+	if _, err := p.Output(testCtx(t), 0); !errors.Is(err, env.ErrUnsupported) {
+		t.Errorf("second Output = %v, want ErrUnsupported", err)
+	}
+	if _, err := p.Ref(); !errors.Is(err, env.ErrUnsupported) {
+		t.Errorf("Ref of a non-detached process = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestDetachedRules(t *testing.T) {
+	e := newTestEnv(t, false)
+	defer e.Close()
+	if _, err := e.Start(testCtx(t), env.Spec{Command: "true", Detach: true, PTY: &env.WindowSize{Rows: 1, Cols: 1}}); !errors.Is(err, env.ErrUnsupported) {
+		t.Errorf("PTY+Detach = %v, want ErrUnsupported", err)
+	}
+	m := marker()
+	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + m, Detach: true})
+	if err := p.Remove(testCtx(t)); err == nil {
+		t.Fatal("Remove of a running process succeeded")
+	}
+	if err := p.Resize(testCtx(t), env.WindowSize{Rows: 2, Cols: 2}); !errors.Is(err, env.ErrUnsupported) {
+		t.Errorf("Resize = %v, want ErrUnsupported", err)
+	}
+	if err := p.Signal(testCtx(t), env.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if st := wait(t, p); st != env.Signaled(env.SIGTERM) {
+		t.Errorf("status %v", st)
+	}
+	// Replay: any number of streams from any offset.
+	for range 2 {
+		if got := readAll(t, p, 1); got != "p\n" {
+			t.Errorf("output from 1 = %q", got)
+		}
+	}
+	if err := p.Remove(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(); err != nil {
+		t.Errorf("Release after Remove: %v", err)
+	}
+	if _, err := p.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
+		t.Errorf("Wait after Remove = %v, want ErrReleased", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Start(testCtx(t), env.Spec{Command: "true"}); !errors.Is(err, env.ErrReleased) {
+		t.Errorf("Start after Close = %v, want ErrReleased", err)
+	}
+}
+
+// TestCloseKeepsDetached: Close kills the non-detached tree and leaves the
+// detached process running for a later Attach.
+func TestCloseKeepsDetached(t *testing.T) {
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		stateDir := t.TempDir()
+		e := newTestEnvIn(t, stateDir, disableCgroup)
+		plain, err := e.Start(testCtx(t), env.Spec{Command: "sleep " + marker() + " & sleep " + marker()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		det, err := e.Start(testCtx(t), env.Spec{Command: "read x; echo $x", Detach: true, Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := det.Ref()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt := plain.(*child).tree
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
+			t.Errorf("Wait after Close = %v, want ErrReleased", err)
+		}
+		if surv, err := pt.survivors(false); err != nil || len(surv) != 0 {
+			t.Errorf("non-detached tree survived Close: %v %v", surv, err)
+		}
+		e2 := newTestEnvIn(t, stateDir, disableCgroup)
+		defer e2.Close()
+		p, err := e2.Attach(testCtx(t), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release()
+		if _, err := p.Write(testCtx(t), []byte("still-here\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, p, 0); got != "still-here\n" {
+			t.Errorf("output %q", got)
+		}
+		if st := wait(t, p); !st.Success() {
+			t.Errorf("status %v", st)
+		}
+	})
+}
+
+func TestParseStat(t *testing.T) {
+	line := []byte("4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615")
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.state != 'S' || st.ppid != 1 || st.pgid != 4242 || st.startTime != 987654 {
+		t.Errorf("parsed %+v", st)
+	}
+	if _, err := parseStat([]byte("12 (x) S 1")); err == nil {
+		t.Error("short stat accepted")
+	}
+}
