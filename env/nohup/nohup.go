@@ -1,0 +1,319 @@
+package nohup
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Env is an env.Environment whose processes run as wrapped processes inside
+// the sandbox a Transport reaches. Create it with New.
+type Env struct {
+	t    Transport
+	opts Options
+
+	mu        sync.Mutex
+	closed    bool
+	baseDir   string            // resolved lazily: the default needs `id -u`
+	attached  map[*process]bool // live handles of processes started without Detach
+	lastSweep time.Time
+}
+
+var _ env.Environment = (*Env)(nil)
+
+// New returns an Env that runs processes through t. Nothing crosses the
+// transport until the first call that needs the sandbox.
+func New(t Transport, opts Options) (*Env, error) {
+	if t == nil {
+		return nil, errors.New("nohup: New: nil Transport")
+	}
+	opts = opts.withDefaults()
+	if opts.BaseDir != "" && !validSafePath(opts.BaseDir) {
+		return nil, fmt.Errorf("nohup: New: BaseDir %q: must be an absolute path of [A-Za-z0-9._/-] without . or .. elements", opts.BaseDir)
+	}
+	if !validSafePath(opts.Shell) {
+		return nil, fmt.Errorf("nohup: New: Shell %q: must be an absolute path of [A-Za-z0-9._/-]", opts.Shell)
+	}
+	return &Env{t: t, opts: opts, baseDir: opts.BaseDir, attached: map[*process]bool{}}, nil
+}
+
+// Name implements env.Environment.
+func (e *Env) Name() string { return e.opts.Name }
+
+// Capabilities implements env.Environment.
+func (e *Env) Capabilities() env.Capabilities {
+	return env.Capabilities{
+		Stdin:        true,
+		Reattach:     true,
+		ReplayOutput: true,
+		TreeKill:     "pgroup+scan",
+		Notes: []string{
+			"no PTY: commands run with pipes only",
+			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
+			"exit status read from /proc (Linux 3.5+); exit detection may lag up to 0.2s behind the process inside the sandbox plus one poll interval",
+		},
+	}
+}
+
+func (e *Env) checkOpen() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("nohup %s: %w", e.opts.Name, env.ErrReleased)
+	}
+	return nil
+}
+
+// exec runs one script and returns its stdout. With retry, errors matching
+// env.ErrUnavailable are retried with backoff until ctx is done.
+func (e *Env) exec(ctx context.Context, what, scr string, stdin io.Reader, retry bool) ([]byte, error) {
+	var delay = 50 * time.Millisecond
+	for {
+		var out, errb bytes.Buffer
+		code, err := e.t.Exec(ctx, scr, stdin, &out, &errb)
+		if err == nil {
+			if code != 0 {
+				return out.Bytes(), fmt.Errorf("nohup %s: %s: script exit status %d: %s", e.opts.Name, what, code, strings.TrimSpace(errb.String()))
+			}
+			return out.Bytes(), nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, ctx.Err())
+		}
+		if !retry || !errors.Is(err, env.ErrUnavailable) {
+			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
+		}
+		e.opts.Logger.Debug("nohup: transport unavailable, retrying", "env", e.opts.Name, "op", what, "err", err, "delay", delay)
+		if err := sleepCtx(ctx, delay, nil); err != nil {
+			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// base returns the resolved BaseDir.
+func (e *Env) base(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	b := e.baseDir
+	e.mu.Unlock()
+	if b != "" {
+		return b, nil
+	}
+	out, err := e.exec(ctx, "resolve base dir", uidBody, nil, true)
+	if err != nil {
+		return "", err
+	}
+	uid := strings.TrimSpace(string(out))
+	if _, err := strconv.ParseUint(uid, 10, 32); err != nil {
+		return "", fmt.Errorf("nohup %s: resolve base dir: `id -u` said %q", e.opts.Name, uid)
+	}
+	b = "/tmp/.corral-" + uid
+	e.mu.Lock()
+	e.baseDir = b
+	e.mu.Unlock()
+	return b, nil
+}
+
+func newHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}
+
+// Start implements env.Environment. Every process is detached inside the
+// sandbox (it survives the supervisor, and Ref works whatever Spec.Detach
+// says); Spec.Detach only decides whether Close kills it.
+func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.PTY != nil {
+		return nil, fmt.Errorf("nohup %s: start %q: PTY: %w", e.opts.Name, spec.Command, env.ErrUnsupported)
+	}
+	base, err := e.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, tag := newHex(16), newHex(16)
+	dir := spec.Dir
+	if dir != "" && !strings.HasPrefix(dir, "/") {
+		// cd must never read a relative Dir as an option or as "-".
+		dir = "./" + dir
+	}
+	sweep := "0"
+	e.mu.Lock()
+	if e.opts.Retention > 0 && time.Since(e.lastSweep) > time.Hour {
+		e.lastSweep = time.Now()
+		sweep = strconv.Itoa(max(1, int(e.opts.Retention/time.Minute)))
+	}
+	e.mu.Unlock()
+	si := "0"
+	if spec.Stdin {
+		si = "1"
+	}
+	args := []string{base, id, dir, si, tag, e.opts.Shell, spec.Command, sweep, wrapperBody}
+	args = append(args, spec.Env...)
+	out, err := e.exec(ctx, "start", script(launchBody, args...), nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+	}
+	line := strings.TrimSpace(string(out))
+	switch {
+	case line == "nodir":
+		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
+	case line == "nosetsid":
+		return nil, fmt.Errorf("nohup %s: start %q: the sandbox has no setsid (util-linux or busybox): %w", e.opts.Name, spec.Command, env.ErrUnsupported)
+	case line == "noshell":
+		return nil, fmt.Errorf("nohup %s: start %q: shell %s not found in the sandbox: %w", e.opts.Name, spec.Command, e.opts.Shell, env.ErrUnsupported)
+	}
+	f := strings.Fields(line)
+	if len(f) != 5 || f[0] != "ok" {
+		return nil, fmt.Errorf("nohup %s: start %q: wrapper failed: %q", e.opts.Name, spec.Command, line)
+	}
+	ref := refData{Version: 1, Dir: base + "/" + id, Tag: tag, Stdin: spec.Stdin}
+	nums := []*int64{&ref.PID, &ref.Start, &ref.WPID, &ref.WStart}
+	for i, s := range f[1:] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("nohup %s: start %q: wrapper said %q", e.opts.Name, spec.Command, line)
+		}
+		*nums[i] = n
+	}
+	p := e.newProcess(ref)
+	if !spec.Detach {
+		e.mu.Lock()
+		e.attached[p] = true
+		e.mu.Unlock()
+	}
+	e.opts.Logger.Debug("nohup: started", "env", e.opts.Name, "pid", ref.PID, "dir", ref.Dir)
+	return p, nil
+}
+
+// refData is Ref.Data: everything needed to find the process again.
+type refData struct {
+	Version int    `json:"v"`
+	Dir     string `json:"dir"`
+	PID     int64  `json:"pid"`
+	Start   int64  `json:"start"`  // clock ticks since boot, /proc/PID/stat field 22
+	WPID    int64  `json:"wpid"`   // the wrapper that writes the exit file
+	WStart  int64  `json:"wstart"` // its start time
+	Tag     string `json:"tag"`    // CORRAL_TREE value of the tree
+	Stdin   bool   `json:"stdin"`
+}
+
+func (r refData) validate(base string) error {
+	if r.Version != 1 {
+		return fmt.Errorf("unknown version %d", r.Version)
+	}
+	if !strings.HasPrefix(r.Dir, base+"/") || !idPattern.MatchString(strings.TrimPrefix(r.Dir, base+"/")) {
+		return fmt.Errorf("dir %q is not %s/<32 hex digits>", r.Dir, base)
+	}
+	if r.PID <= 0 || r.Start <= 0 || r.WPID <= 0 || r.WStart <= 0 {
+		return errors.New("pid or start time missing")
+	}
+	if !idPattern.MatchString(r.Tag) {
+		return fmt.Errorf("tag %q is not 32 hex digits", r.Tag)
+	}
+	return nil
+}
+
+// Attach implements env.Environment.
+func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, err
+	}
+	if ref.Env != "" && ref.Env != e.opts.Name {
+		return nil, fmt.Errorf("nohup %s: attach: ref belongs to environment %q: %w", e.opts.Name, ref.Env, env.ErrNotFound)
+	}
+	var r refData
+	dec := json.NewDecoder(bytes.NewReader(ref.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("nohup %s: attach: bad ref data: %w", e.opts.Name, err)
+	}
+	base, err := e.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.validate(base); err != nil {
+		return nil, fmt.Errorf("nohup %s: attach: bad ref data: %w", e.opts.Name, err)
+	}
+	p := e.newProcess(r)
+	st, err := p.state(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	if st == "gone" {
+		return nil, fmt.Errorf("nohup %s: attach: %s: %w", e.opts.Name, r.Dir, env.ErrNotFound)
+	}
+	return p, nil
+}
+
+// Close implements env.Environment: it kills (SIGKILL, whole tree) the
+// processes started without Spec.Detach whose handles were not released,
+// then runs Options.OnClose.
+func (e *Env) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	procs := make([]*process, 0, len(e.attached))
+	for p := range e.attached {
+		procs = append(procs, p)
+	}
+	e.attached = nil
+	e.mu.Unlock()
+
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range procs {
+		if err := p.signal(ctx, env.SIGKILL); err != nil && !errors.Is(err, env.ErrExited) && !errors.Is(err, env.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	if e.opts.OnClose != nil {
+		if err := e.opts.OnClose(); err != nil {
+			errs = append(errs, fmt.Errorf("nohup %s: close: %w", e.opts.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Env) forget(p *process) {
+	e.mu.Lock()
+	delete(e.attached, p)
+	e.mu.Unlock()
+}
+
+// sleepCtx waits d, or until ctx is done or stop is closed.
+func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errClosed
+	}
+}
+
+var errClosed = errors.New("nohup: output reader closed")

@@ -1,0 +1,90 @@
+package nohup
+
+import (
+	"log/slog"
+	"time"
+)
+
+// PollConfig tunes the adaptive polling of Wait and Output: the interval
+// starts at Min after start, a signal or new output, and grows by Factor
+// per idle poll up to Max.
+type PollConfig struct {
+	Min    time.Duration // default 10ms
+	Max    time.Duration // default 500ms
+	Factor float64       // default 2
+}
+
+// Options configures an Env. The zero value works.
+type Options struct {
+	// Name is Environment.Name(), for example "docker://web". Default "nohup".
+	Name string
+	// BaseDir holds one private directory per process inside the sandbox.
+	// Default /tmp/.corral-UID, UID being the sandbox user's (`id -u`, asked
+	// once). It must be an absolute path of [A-Za-z0-9._/-].
+	BaseDir string
+	// Shell runs the wrapper scripts and the command (as Shell -c Command).
+	// Default /bin/sh. Absolute path of [A-Za-z0-9._/-].
+	Shell string
+	// Poll tunes the adaptive polling.
+	Poll PollConfig
+	// Retention is how long the directory of a finished process is kept
+	// (counted from its exit). Start sweeps older ones, at most once an
+	// hour per Env. Default 24h; negative keeps them forever.
+	Retention time.Duration
+	// ChunkSize bounds the log bytes one poll transfers. Default 1 MiB.
+	ChunkSize int64
+	// Logger receives debug and warning messages. Default slog.Default().
+	Logger *slog.Logger
+	// OnClose, when set, is run by Close after the processes were handled,
+	// for the backend's own cleanup (remove a sandbox container).
+	OnClose func() error
+}
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = "nohup"
+	}
+	if o.Shell == "" {
+		o.Shell = "/bin/sh"
+	}
+	if o.Poll.Min <= 0 {
+		o.Poll.Min = 10 * time.Millisecond
+	}
+	if o.Poll.Max <= 0 {
+		o.Poll.Max = 500 * time.Millisecond
+	}
+	if o.Poll.Max < o.Poll.Min {
+		o.Poll.Max = o.Poll.Min
+	}
+	if o.Poll.Factor <= 1 {
+		o.Poll.Factor = 2
+	}
+	if o.Retention == 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// backoff is an adaptive poll interval.
+type backoff struct {
+	cfg PollConfig
+	cur time.Duration
+}
+
+func newBackoff(cfg PollConfig) *backoff { return &backoff{cfg: cfg, cur: cfg.Min} }
+
+// next returns the interval to wait now and grows the following one.
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	b.cur = min(time.Duration(float64(b.cur)*b.cfg.Factor), b.cfg.Max)
+	return d
+}
+
+// reset makes the next poll fast again (new output, a signal).
+func (b *backoff) reset() { b.cur = b.cfg.Min }

@@ -1,0 +1,38 @@
+package nohup
+
+import (
+	"regexp"
+	"strings"
+)
+
+// quote returns s as one single-quoted POSIX shell word. Inside single
+// quotes every byte is literal except the quote itself, which is written as
+// '\'' (close, escaped quote, reopen). The result is therefore safe for any
+// byte string without NUL (which no argv entry can carry and which callers
+// reject first), including newlines, non-UTF-8 bytes and leading dashes.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var (
+	// idPattern is the name of a per-process state directory: 32 lower-case
+	// hex digits from crypto/rand.
+	idPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	// safePathPattern is what BaseDir and Shell may contain: an absolute path
+	// of portable characters, so that they are harmless even unquoted.
+	safePathPattern = regexp.MustCompile(`^/[A-Za-z0-9._/-]*$`)
+)
+
+// validSafePath reports whether p is an absolute path of portable
+// characters without "." or ".." elements.
+func validSafePath(p string) bool {
+	if !safePathPattern.MatchString(p) {
+		return false
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == "." || el == ".." {
+			return false
+		}
+	}
+	return true
+}
