@@ -344,6 +344,7 @@ func (c *child) Release() error {
 	c.env.forget(c)
 	go func() {
 		<-c.finished
+		c.tree.cleanup()
 		c.tree.release()
 	}()
 	return nil
@@ -367,6 +368,8 @@ type stdinWriter struct {
 	enabled bool
 	pty     bool
 
+	writeMu sync.Mutex // serialises writes (and their deadlines)
+
 	mu     sync.Mutex
 	f      *os.File
 	closed bool
@@ -378,6 +381,8 @@ func newStdinWriter(f *os.File, enabled, pty bool) *stdinWriter {
 }
 
 func (s *stdinWriter) write(ctx context.Context, p []byte) (int, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	switch {
 	case !s.enabled:
@@ -410,13 +415,17 @@ func (s *stdinWriter) write(ctx context.Context, p []byte) (int, error) {
 	return n, nil
 }
 
-// writeCtx writes p to f, giving up when ctx is done.
+// writeCtx writes p to f, giving up when ctx is done. Callers serialise
+// writes to one file: the deadline is per file, not per call.
 func writeCtx(ctx context.Context, f *os.File, p []byte) (int, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = f.SetWriteDeadline(d)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Now()) })
-	defer stop()
+	defer func() {
+		stop()
+		_ = f.SetWriteDeadline(time.Time{})
+	}()
 	return f.Write(p)
 }
 
@@ -445,11 +454,10 @@ func (s *stdinWriter) processExited() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.exited = true
-	if s.f != nil && !s.pty {
-		_ = s.f.SetWriteDeadline(time.Now())
-		if !s.closed {
-			_ = s.f.Close()
-		}
+	// Closing fails a pending write at once. A PTY master stays: it is the
+	// output too, and is closed after the output is drained.
+	if s.f != nil && !s.pty && !s.closed {
+		_ = s.f.Close()
 	}
 }
 

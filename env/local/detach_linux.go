@@ -39,6 +39,7 @@ type detached struct {
 
 	released atomic.Bool
 
+	writeMu     sync.Mutex // serialises writes (and their deadlines)
 	mu          sync.Mutex // guards stdin
 	stdinF      *os.File
 	stdinClosed bool
@@ -377,6 +378,8 @@ func (d *detached) Write(ctx context.Context, p []byte) (int, error) {
 	if !d.st.Stdin {
 		return 0, d.errorf("write to", fmt.Errorf("spec did not ask for stdin: %w", env.ErrStdinClosed))
 	}
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
 	d.mu.Lock()
 	if d.stdinClosed || fileExists(filepath.Join(d.dir, fileStdinClosed)) {
 		d.mu.Unlock()

@@ -563,3 +563,35 @@ func TestParseStat(t *testing.T) {
 		t.Error("short stat accepted")
 	}
 }
+
+// TestStdinDeadlineDoesNotStick: a Write bounded by a context deadline
+// must not leave that deadline on stdin for later writes.
+func TestStdinDeadlineDoesNotStick(t *testing.T) {
+	e := newTestEnv(t, false)
+	defer e.Close()
+	for _, spec := range []env.Spec{
+		{Command: "head -n 2", Stdin: true},
+		{Command: "stty -echo; head -n 2", Stdin: true, PTY: &env.WindowSize{Rows: 24, Cols: 80}},
+		{Command: "head -n 2", Stdin: true, Detach: true},
+	} {
+		p := start(t, e, spec)
+		short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if _, err := p.Write(short, []byte("one\n")); err != nil {
+			t.Fatalf("first Write: %v", err)
+		}
+		<-short.Done()
+		cancel()
+		if _, err := p.Write(context.Background(), []byte("two\n")); err != nil {
+			t.Fatalf("pty=%v detach=%v: Write after an earlier deadline passed: %v", spec.PTY != nil, spec.Detach, err)
+		}
+		if got := strings.ReplaceAll(readAll(t, p, 0), "\r", ""); !strings.HasSuffix(got, "one\ntwo\n") {
+			t.Errorf("output %q", got)
+		}
+		if st := wait(t, p); !st.Success() {
+			t.Errorf("status %v", st)
+		}
+		if _, err := p.Write(context.Background(), []byte("x")); !errors.Is(err, env.ErrExited) {
+			t.Errorf("Write after exit = %v, want ErrExited", err)
+		}
+	}
+}
