@@ -155,7 +155,7 @@ func readState(dir string) (shimState, error) {
 }
 
 func (e *Env) newHandle(id, dir string, st shimState) (*detached, error) {
-	t, err := e.sys.treeFromState(&st)
+	t, err := e.sys.treeFromState(id, &st)
 	if err != nil {
 		return nil, err
 	}

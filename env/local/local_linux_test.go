@@ -595,3 +595,67 @@ func TestStdinDeadlineDoesNotStick(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachAcrossMechanisms: a supervisor configured differently (no
+// cgroups) still controls a process started in a cgroup, and vice versa.
+func TestAttachAcrossMechanisms(t *testing.T) {
+	if _, _, err := findCgroup(); err != nil {
+		t.Skipf("cgroup v2 not usable here: %v", err)
+	}
+	for _, startNoCgroup := range []bool{false, true} {
+		stateDir := t.TempDir()
+		e1 := newTestEnvIn(t, stateDir, startNoCgroup)
+		p1 := start(t, e1, env.Spec{Command: "setsid sleep " + marker() + " & exec sleep " + marker(), Detach: true})
+		ref, err := p1.Ref()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e1.Close()
+		e2 := newTestEnvIn(t, stateDir, !startNoCgroup)
+		defer e2.Close()
+		p, err := e2.Attach(testCtx(t), ref)
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+		eventually(t, "two processes in the tree", func() bool {
+			surv, err := p.Survivors(testCtx(t))
+			return err == nil && len(surv) == 2
+		})
+		if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if st := wait(t, p); st != env.Signaled(env.SIGKILL) {
+			t.Errorf("status %v", st)
+		}
+		eventually(t, "tree gone", func() bool {
+			surv, err := p.Survivors(testCtx(t))
+			return err == nil && len(surv) == 0
+		})
+		_ = p.Release()
+	}
+}
+
+// TestShimLost: a shim killed by hand leaves the status unknowable; Wait
+// and Output must say so instead of hanging, and the tree stays killable.
+func TestShimLost(t *testing.T) {
+	e := newTestEnv(t, false)
+	defer e.Close()
+	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + marker(), Detach: true})
+	d := p.(*detached)
+	if err := syscall.Kill(d.st.ShimPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(testCtx(t)); err == nil || !strings.Contains(err.Error(), "shim") {
+		t.Errorf("Wait after the shim died = %v, want an error naming the shim", err)
+	}
+	if got := readAll(t, p, 0); got != "up\n" {
+		t.Errorf("output %q", got)
+	}
+	if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
+		t.Errorf("Signal: %v", err)
+	}
+	eventually(t, "tree gone", func() bool {
+		surv, err := p.Survivors(testCtx(t))
+		return err == nil && len(surv) == 0
+	})
+}

@@ -32,7 +32,10 @@ type system struct {
 
 func newSystem(disableCgroup bool, log *slog.Logger) (*system, error) {
 	if disableCgroup {
-		return &system{}, nil
+		// Detached processes started by another supervisor may still run
+		// in cgroups: knowing the mount lets Attach signal them.
+		mount, _, _ := cgroup2Mount()
+		return &system{cgroupRoot: mount}, nil
 	}
 	root, rel, err := findCgroup()
 	if err != nil {
@@ -175,18 +178,23 @@ func (s *system) newTree(id string) (tree, error) {
 
 // treeFromState rebuilds the tree of a detached process from its recorded
 // state, refusing a cgroup outside the corral sub-tree.
-func (s *system) treeFromState(st *shimState) (tree, error) {
+//
+// The cgroup is checked by shape (.../corral/<id>), not against this
+// supervisor's own cgroup: a supervisor restarted elsewhere (another
+// systemd scope, another shell) must still reach the processes.
+func (s *system) treeFromState(id string, st *shimState) (tree, error) {
 	if st.Cgroup != "" {
-		if s.cgroupBase == "" {
-			return nil, fmt.Errorf("process runs in cgroup %s but this supervisor has no usable cgroup v2", st.Cgroup)
+		if s.cgroupRoot == "" {
+			return nil, fmt.Errorf("process runs in cgroup %s but no cgroup2 file system is mounted here", st.Cgroup)
 		}
-		if filepath.Dir(st.Cgroup) != s.cgroupRel || !validID(filepath.Base(st.Cgroup)) {
-			return nil, fmt.Errorf("recorded cgroup %q is not under %s", st.Cgroup, s.cgroupRel)
+		if !filepath.IsAbs(st.Cgroup) || filepath.Clean(st.Cgroup) != st.Cgroup ||
+			filepath.Base(st.Cgroup) != id || filepath.Base(filepath.Dir(st.Cgroup)) != "corral" {
+			return nil, fmt.Errorf("recorded cgroup %q is not .../corral/%s", st.Cgroup, id)
 		}
 		return &cgroupTree{dir: filepath.Join(s.cgroupRoot, st.Cgroup), rel: st.Cgroup, fd: -1}, nil
 	}
-	if !strings.HasPrefix(st.Tag, treeTagPrefix) || !validID(strings.TrimPrefix(st.Tag, treeTagPrefix)) {
-		return nil, fmt.Errorf("recorded tree tag %q is malformed", st.Tag)
+	if st.Tag != treeTagPrefix+id {
+		return nil, fmt.Errorf("recorded tree tag %q is not %s%s", st.Tag, treeTagPrefix, id)
 	}
 	return &scanTree{tag: st.Tag, pgid: st.PID}, nil
 }
