@@ -7,9 +7,10 @@ import (
 
 // quote returns s as one single-quoted POSIX shell word. Inside single
 // quotes every byte is literal except the quote itself, which is written as
-// '\'' (close, escaped quote, reopen). The result is therefore safe for any
-// byte string without NUL (which no argv entry can carry and which callers
-// reject first), including newlines, non-UTF-8 bytes and leading dashes.
+// quote, backslash, quote, quote (close, escaped quote, reopen). The result
+// is therefore safe for any byte string without NUL (which no argv entry can
+// carry and which callers reject first), including newlines, non-UTF-8
+// bytes and leading dashes.
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,0 +1,32 @@
+package nohup_test
+
+import (
+	"testing"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/envtest"
+	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/env/nohup/nohuptest"
+)
+
+// TestConformance runs the shared suite against the engine on the local
+// transport, once per shell (dash as /bin/sh, bash, busybox ash with only
+// busybox applets in PATH). All Environments of one shell share a base dir,
+// as Environments on one sandbox do, so re-attach works across them.
+func TestConformance(t *testing.T) {
+	for _, sh := range nohuptest.Shells(t) {
+		t.Run(sh.Name, func(t *testing.T) {
+			base := t.TempDir() + "/state"
+			tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
+			envtest.Run(t, envtest.Config{
+				New: func(t *testing.T) env.Environment {
+					e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: base, Shell: sh.Path})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return e
+				},
+			})
+		})
+	}
+}
