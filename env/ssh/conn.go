@@ -1,0 +1,561 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	xssh "golang.org/x/crypto/ssh"
+
+	"github.com/corralhq/corral/env"
+)
+
+// dialer makes one authenticated, host-key-verified SSH connection.
+type dialer struct {
+	name     string // ssh://user@host:port, for messages
+	r        resolved
+	opts     Options
+	hostKeys *hostKeys
+	log      *slog.Logger
+	jump     *dialer // ProxyJump hop, nil for a direct connection
+}
+
+// dial connects and completes the handshake. ClientConfig.Timeout bounds
+// only the TCP connect, so the handshake gets its own deadline on the
+// socket, and ctx cancellation closes the socket to abort either.
+//
+// Errors: a *HostKeyError or *AuthError as they are (retrying will not
+// help); everything else (refused, timed out, reset) matches
+// env.ErrUnavailable.
+func (d *dialer) dial(ctx context.Context) (*xssh.Client, error) {
+	addr := d.r.addr()
+	var jumpClient *xssh.Client
+	var nc net.Conn
+	var err error
+	if d.jump != nil {
+		jumpClient, err = d.jump.dial(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ssh: connect to %s through ProxyJump %s: %w", addr, d.jump.r.addr(), err)
+		}
+		nc, err = dialThrough(ctx, jumpClient, addr, d.opts.ConnectTimeout)
+		if err != nil {
+			jumpClient.Close()
+			return nil, fmt.Errorf("ssh: connect to %s through ProxyJump %s: %w: %w", addr, d.jump.r.addr(), env.ErrUnavailable, err)
+		}
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, d.opts.ConnectTimeout)
+		nc, err = d.opts.Dial(dctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("ssh: connect to %s: %w", addr, ctx.Err())
+			}
+			return nil, fmt.Errorf("ssh: connect to %s: %w: %w", addr, env.ErrUnavailable, err)
+		}
+	}
+	closeAll := func() {
+		nc.Close()
+		if jumpClient != nil {
+			jumpClient.Close()
+		}
+	}
+
+	keys, err := loadKeys(ctx, d.r, d.log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	defer keys.Close()
+	hostKeyCallback, algos, err := d.hostKeys.callback(addr)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cfg := &xssh.ClientConfig{
+		User:              d.r.user,
+		Auth:              []xssh.AuthMethod{xssh.PublicKeys(keys.signers...)},
+		HostKeyCallback:   hostKeyCallback,
+		HostKeyAlgorithms: algos,
+		Timeout:           d.opts.ConnectTimeout,
+	}
+
+	// Closing the socket is what aborts a handshake in progress, on a
+	// deadline or a cancelled ctx. A timer rather than SetDeadline: a
+	// channel through a ProxyJump hop has no deadlines.
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(d.opts.HandshakeTimeout, func() {
+		timedOut.Store(true)
+		nc.Close()
+	})
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	c, chans, reqs, err := xssh.NewClientConn(nc, addr, cfg)
+	inTime := timer.Stop()
+	if !stop() && err == nil {
+		c.Close()
+		err = ctx.Err()
+	}
+	if !inTime && err == nil {
+		c.Close()
+		err = errHandshakeTimeout
+	}
+	if err != nil {
+		closeAll()
+		var hke *HostKeyError
+		switch {
+		case errors.As(err, &hke):
+			return nil, hke
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("ssh: handshake with %s: %w", addr, ctx.Err())
+		case timedOut.Load():
+			return nil, fmt.Errorf("ssh: handshake with %s: %w: not completed within %s", addr, env.ErrUnavailable, d.opts.HandshakeTimeout)
+		case isAuthFailure(err):
+			return nil, keys.failure(d.r, err)
+		default:
+			return nil, fmt.Errorf("ssh: handshake with %s: %w: %w", addr, env.ErrUnavailable, err)
+		}
+	}
+	client := xssh.NewClient(c, chans, reqs)
+	if jumpClient != nil {
+		// The hop lives exactly as long as the connection through it.
+		go func() {
+			client.Wait()
+			jumpClient.Close()
+		}()
+	}
+	return client, nil
+}
+
+var errHandshakeTimeout = errors.New("handshake timed out")
+
+// dialThrough opens a direct-tcpip channel to addr on the jump host.
+// x/crypto's Client.Dial takes no context, so the wait is bounded here.
+func dialThrough(ctx context.Context, jump *xssh.Client, addr string, timeout time.Duration) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := jump.Dial("tcp", addr)
+		res <- result{c, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		return r.c, r.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	jump.Close() // unblocks Dial; the caller closes jump anyway
+	if r := <-res; r.c != nil {
+		r.c.Close()
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("no channel to %s within %s", addr, timeout)
+}
+
+func isAuthFailure(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "too many authentication failures")
+}
+
+// conn is the one connection to a host that every process of an
+// Environment shares. A supervising goroutine sends keepalives and, when the
+// connection drops, reconnects with exponential backoff until Close. While
+// it is down, Exec fails fast with env.ErrUnavailable; the remote processes
+// are unaffected (they run under nohup with their output in files).
+type conn struct {
+	d        *dialer
+	log      *slog.Logger
+	sessions chan struct{} // one token per open session: the server's MaxSessions
+
+	ctx    context.Context // done once Close is called
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	client  *xssh.Client // nil while down or after Close
+	downErr error        // why client is nil
+	closed  bool
+	up      chan struct{} // closed when a connection is (re-)established
+}
+
+// newConn dials once, synchronously, so that Open reports an unreachable
+// host, an unknown host key or a rejected key at once, then supervises.
+func newConn(ctx context.Context, d *dialer) (*conn, error) {
+	client, err := d.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		d:        d,
+		log:      d.log,
+		sessions: make(chan struct{}, d.opts.MaxSessions),
+		ctx:      cctx,
+		cancel:   cancel,
+		client:   client,
+		up:       make(chan struct{}),
+	}
+	close(c.up)
+	c.wg.Add(1)
+	go c.supervise(client)
+	return c, nil
+}
+
+// current returns the live client, or why there is none.
+func (c *conn) current() (*xssh.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
+	}
+	if c.client == nil {
+		var hke *HostKeyError
+		var ae *AuthError
+		if errors.As(c.downErr, &hke) || errors.As(c.downErr, &ae) {
+			// Not "unavailable": retrying cannot fix a refused host key
+			// or key, so callers must see it.
+			return nil, fmt.Errorf("ssh: %s: reconnect refused: %w", c.d.name, c.downErr)
+		}
+		return nil, fmt.Errorf("ssh: %s: %w: connection down, reconnecting: %v", c.d.name, env.ErrUnavailable, c.downErr)
+	}
+	return c.client, nil
+}
+
+// waitUp blocks until a connection is established or ctx is done.
+func (c *conn) waitUp(ctx context.Context) error {
+	c.mu.Lock()
+	up := c.up
+	c.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-c.ctx.Done():
+		return fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// kick closes a client an Exec saw fail, so the supervisor reconnects
+// without waiting for the keepalive to notice. Closing a client that was
+// already replaced is harmless.
+func (c *conn) kick(client *xssh.Client) {
+	client.Close()
+}
+
+func (c *conn) setDown(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		c.up = make(chan struct{})
+	}
+	c.client = nil
+	c.downErr = err
+}
+
+func (c *conn) setUp(client *xssh.Client) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.client = client
+	c.downErr = nil
+	close(c.up)
+	return true
+}
+
+// supervise watches the connection and re-establishes it when it drops.
+func (c *conn) supervise(client *xssh.Client) {
+	defer c.wg.Done()
+	backoff := c.d.opts.ReconnectMin
+	for {
+		err := c.watch(client)
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.setDown(fmt.Errorf("connection lost: %w", err))
+		c.log.Warn("ssh: connection lost; reconnecting", "target", c.d.name, "err", err)
+		for {
+			t := time.NewTimer(jitter(backoff))
+			select {
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			next, err := c.d.dial(c.ctx)
+			if err == nil {
+				if !c.setUp(next) {
+					next.Close()
+					return
+				}
+				c.log.Info("ssh: reconnected", "target", c.d.name)
+				client = next
+				backoff = c.d.opts.ReconnectMin
+				break
+			}
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.setDown(err)
+			var hke *HostKeyError
+			if errors.As(err, &hke) {
+				c.log.Error("ssh: reconnect refused: host key", "target", c.d.name, "err", err)
+			} else {
+				c.log.Warn("ssh: reconnect failed", "target", c.d.name, "err", err, "retry_in", backoff)
+			}
+			backoff = min(backoff*2, c.d.opts.ReconnectMax)
+		}
+	}
+}
+
+// jitter spreads reconnects of many supervisors over ±20% of d.
+func jitter(d time.Duration) time.Duration {
+	return d*8/10 + rand.N(d*4/10+1)
+}
+
+// watch blocks until client dies (or Close), sending keepalives
+// meanwhile; a keepalive without answer in time closes the client.
+func (c *conn) watch(client *xssh.Client) error {
+	dead := make(chan error, 1)
+	go func() { dead <- client.Wait() }()
+	var tick <-chan time.Time
+	if c.d.opts.KeepAliveInterval > 0 {
+		t := time.NewTicker(c.d.opts.KeepAliveInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case err := <-dead:
+			if err == nil {
+				err = io.EOF
+			}
+			return err
+		case <-c.ctx.Done():
+			client.Close()
+			<-dead
+			return c.ctx.Err()
+		case <-tick:
+			// c.ctx cancellation makes roundTrip return early; the
+			// branch above then closes the client, ending its goroutine.
+			if err := c.roundTrip(c.ctx, client, c.d.opts.KeepAliveTimeout); err != nil {
+				client.Close()
+				<-dead
+				return fmt.Errorf("keepalive: %w", err)
+			}
+		}
+	}
+}
+
+// roundTrip sends keepalive@openssh.com and waits for the answer (any
+// answer: OpenSSH replies "failure" to requests it does not know). A reply
+// proves every message the server sent before it has arrived. On timeout
+// the client is closed, which also ends the request.
+func (c *conn) roundTrip(ctx context.Context, client *xssh.Client, timeout time.Duration) error {
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
+		res <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+		client.Close()
+		<-res
+		return fmt.Errorf("no answer within %s", timeout)
+	case <-ctx.Done():
+		// The answer still comes (or the client dies); the goroutine
+		// ends then. Closing the shared client here would cut every
+		// other session for one caller's cancellation.
+		return ctx.Err()
+	}
+}
+
+// Close closes the connection and stops reconnecting. Idempotent.
+func (c *conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	client := c.client
+	c.client = nil
+	c.mu.Unlock()
+	c.cancel()
+	if client != nil {
+		client.Close()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// newSession opens a session, retrying for a while when the server
+// refuses the channel. OpenSSH frees a session's slot only in the main-loop
+// pass after both sides sent CHANNEL_CLOSE, so an open that follows a
+// close closely can find all MaxSessions slots still taken; the refusal
+// is transient. Any other error means the connection is broken.
+func (c *conn) newSession(ctx context.Context, client *xssh.Client) (*xssh.Session, error) {
+	delay := 2 * time.Millisecond
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sess, err := client.NewSession()
+		if err == nil {
+			return sess, nil
+		}
+		var oce *xssh.OpenChannelError
+		if !errors.As(err, &oce) {
+			c.kick(client)
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("server keeps refusing sessions (is its MaxSessions below Options.MaxSessions=%d?): %w", c.d.opts.MaxSessions, err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// Exec implements nohup.Transport: it runs script as /bin/sh -c script on
+// the host over a new session of the shared connection, waiting for a
+// session slot first (the server's MaxSessions).
+//
+// A session that ends with an exit status is confirmed by a keepalive
+// round trip before its code is trusted: OpenSSH may send exit-status
+// before the last output, and a connection that drops in between would
+// otherwise look like a complete, successful run with truncated output.
+//
+// Stdin is copied until it returns EOF or the remote side stops reading;
+// Exec waits for that copy, as os/exec does.
+func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	select {
+	case c.sessions <- struct{}{}:
+	case <-ctx.Done():
+		return -1, fmt.Errorf("ssh: %s: wait for a free session: %w", c.d.name, ctx.Err())
+	}
+	// The slot is held until the server has closed the session, which
+	// after a cancellation may be later than Exec returns.
+	releaseSlot := func() { <-c.sessions }
+
+	client, err := c.current()
+	if err != nil {
+		releaseSlot()
+		return -1, err
+	}
+	unavailable := func(what string, err error) (int, error) {
+		return -1, fmt.Errorf("ssh: %s: %s: %w: %w", c.d.name, what, env.ErrUnavailable, err)
+	}
+	sess, err := c.newSession(ctx, client)
+	if err != nil {
+		releaseSlot()
+		if ctx.Err() != nil {
+			return -1, fmt.Errorf("ssh: %s: open session: %w", c.d.name, ctx.Err())
+		}
+		return unavailable("open session", err)
+	}
+
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	sess.Stdout = stdout
+	sess.Stderr = stderr
+	stdinDone := make(chan struct{})
+	if stdin != nil {
+		w, err := sess.StdinPipe()
+		if err != nil {
+			sess.Close()
+			releaseSlot()
+			return unavailable("stdin", err)
+		}
+		go func() {
+			defer close(stdinDone)
+			// A write error means the script stopped reading or the
+			// session ended; the exit status says what happened.
+			_, _ = io.Copy(w, stdin)
+			w.Close()
+		}()
+	} else {
+		close(stdinDone)
+	}
+	if err := sess.Start(remoteCommand(script)); err != nil {
+		sess.Close()
+		<-stdinDone
+		releaseSlot()
+		c.kick(client)
+		return unavailable("start", err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		err := sess.Wait()
+		sess.Close()
+		waited <- err
+	}()
+	select {
+	case err = <-waited:
+		<-stdinDone
+		releaseSlot()
+	case <-ctx.Done():
+		// Best effort: OpenSSH delivers "signal" requests to the
+		// session's process; a script that already forked keeps its
+		// children until they end. Not waiting for them keeps Exec
+		// bounded by ctx.
+		_ = sess.Signal(xssh.SIGKILL)
+		sess.Close()
+		go func() {
+			<-waited
+			<-stdinDone
+			releaseSlot()
+		}()
+		return -1, fmt.Errorf("ssh: %s: exec: %w", c.d.name, ctx.Err())
+	}
+
+	code := 0
+	var exitErr *xssh.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitStatus()
+	default:
+		// ExitMissingError, EOF, reset: the connection died under the
+		// session, so the script's fate is unknown.
+		var missing *xssh.ExitMissingError
+		if !errors.As(err, &missing) {
+			c.kick(client)
+		}
+		return unavailable("exec", err)
+	}
+	if err := c.roundTrip(ctx, client, c.d.opts.KeepAliveTimeout); err != nil {
+		if ctx.Err() != nil {
+			return -1, fmt.Errorf("ssh: %s: exec: %w", c.d.name, ctx.Err())
+		}
+		return unavailable("confirm end of output", err)
+	}
+	return code, nil
+}

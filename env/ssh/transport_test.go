@@ -1,0 +1,543 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	xssh "golang.org/x/crypto/ssh"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+func TestExec(t *testing.T) {
+	srv := sshtest.Start(t)
+	tr := dialServer(t, srv, serverOptions(t, srv))
+
+	t.Run("stdout stderr and exit code", func(t *testing.T) {
+		out, errOut, code := run(t, tr, "echo out; echo err >&2; exit 7", nil)
+		if out != "out\n" || errOut != "err\n" || code != 7 {
+			t.Fatalf("got stdout %q stderr %q code %d; want out, err, 7", out, errOut, code)
+		}
+	})
+	t.Run("runs under /bin/sh whatever the login shell", func(t *testing.T) {
+		// $0 is the shell that runs the script.
+		out, _, _ := run(t, tr, `printf %s "$0"`, nil)
+		if out != "/bin/sh" {
+			t.Fatalf("script ran under %q, want /bin/sh", out)
+		}
+	})
+	t.Run("script with quotes arrives literally", func(t *testing.T) {
+		script := `printf '%s\n' "it's" 'a "quoted" $HOME ` + "`x`" + ` \\ ; touch /nonexistent-dir/x'`
+		out, _, code := run(t, tr, script, nil)
+		want := "it's\na \"quoted\" $HOME `x` \\\\ ; touch /nonexistent-dir/x\n"
+		if out != want || code != 0 {
+			t.Fatalf("got %q (code %d), want %q", out, code, want)
+		}
+	})
+	t.Run("stdin is copied", func(t *testing.T) {
+		out, _, _ := run(t, tr, "tr a-z A-Z", strings.NewReader("hello\n"))
+		if out != "HELLO\n" {
+			t.Fatalf("got %q, want HELLO", out)
+		}
+	})
+	t.Run("no stdin reads EOF", func(t *testing.T) {
+		out, _, code := run(t, tr, "cat; echo done", nil)
+		if out != "done\n" || code != 0 {
+			t.Fatalf("got %q code %d", out, code)
+		}
+	})
+	t.Run("script that ignores a large stdin", func(t *testing.T) {
+		big := bytes.Repeat([]byte("x"), 8<<20)
+		_, _, code := run(t, tr, "exit 3", bytes.NewReader(big))
+		if code != 3 {
+			t.Fatalf("code %d, want 3", code)
+		}
+	})
+	t.Run("large binary output is complete", func(t *testing.T) {
+		data := make([]byte, 12<<20)
+		rand.Read(data)
+		want := sha256.Sum256(data)
+		// The data goes up as stdin and comes back through stdout.
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		code, err := tr.Exec(ctx, "cat", bytes.NewReader(data), &out, nil)
+		if err != nil || code != 0 {
+			t.Fatalf("Exec: code %d err %v", code, err)
+		}
+		if got := sha256.Sum256(out.Bytes()); got != want || out.Len() != len(data) {
+			t.Fatalf("got %d bytes with another checksum, want %d bytes", out.Len(), len(data))
+		}
+	})
+	t.Run("killed by a signal reports 128+N", func(t *testing.T) {
+		_, _, code := run(t, tr, "kill -TERM $$", nil)
+		if code != 128+15 {
+			t.Fatalf("code %d, want %d", code, 128+15)
+		}
+	})
+	t.Run("cancelled context ends the session, not the connection", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			_, err := tr.Exec(ctx, "echo started; exec sleep 300", nil, &signalWriter{ch: started}, nil)
+			errc <- err
+		}()
+		<-started
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Exec after cancel: %v, want context.Canceled", err)
+		}
+		if out, _, _ := run(t, tr, "echo still-up", nil); out != "still-up\n" {
+			t.Fatalf("connection unusable after a cancelled Exec: %q", out)
+		}
+	})
+	t.Run("closed transport returns ErrReleased", func(t *testing.T) {
+		tr2 := dialServer(t, srv, serverOptions(t, srv))
+		tr2.Close()
+		tr2.Close() // idempotent
+		_, err := tr2.Exec(context.Background(), "true", nil, nil, nil)
+		if !errors.Is(err, env.ErrReleased) {
+			t.Fatalf("Exec after Close: %v, want ErrReleased", err)
+		}
+	})
+}
+
+// signalWriter closes ch at the first write.
+type signalWriter struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
+}
+
+func TestSessionsQueueBeyondMaxSessions(t *testing.T) {
+	// The server allows 4 sessions per connection; 40 Execs at once must
+	// all succeed by queueing, none refused.
+	srv := sshtest.StartWith(t, sshtest.Config{MaxSessions: 4})
+	opts := serverOptions(t, srv)
+	opts.MaxSessions = 4
+	tr := dialServer(t, srv, opts)
+
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			code, err := tr.Exec(ctx, fmt.Sprintf("sleep 0.05; echo %d", i), nil, &out, nil)
+			if err != nil || code != 0 || out.String() != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("exec %d: code %d out %q err %v", i, code, out.String(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestHostKeyUnknownIsRefused(t *testing.T) {
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.KnownHostsFiles = []string{filepath.Join(t.TempDir(), "known_hosts")} // does not exist
+	_, err := Dial(context.Background(), srv.Target(), opts)
+	if !errors.Is(err, ErrHostKeyUnknown) || errors.Is(err, ErrHostKeyChanged) {
+		t.Fatalf("Dial to unknown host: %v, want ErrHostKeyUnknown", err)
+	}
+	msg := err.Error()
+	if want := fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> ", srv.Port); !strings.Contains(msg, want) {
+		t.Errorf("error %q does not contain %q", msg, want)
+	}
+	// The server chose which of its keys to show; the message must carry
+	// that key's fingerprint.
+	var hke *HostKeyError
+	if !errors.As(err, &hke) {
+		t.Fatalf("%T is not a *HostKeyError", err)
+	}
+	found := false
+	for _, k := range srv.HostKeys {
+		if fp := xssh.FingerprintSHA256(k); hke.Fingerprint == fp && strings.Contains(msg, fp) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("error %q does not carry the fingerprint of one of the server's keys", msg)
+	}
+}
+
+func TestHostKeyChangedIsRefusedEvenWithAcceptNew(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	other := sshtest.WriteKey(t, filepath.Join(dir, "other"), "").Signer.PublicKey()
+	kh := writeTestFile(t, dir, "known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(other)))
+	for _, policy := range []HostKeyPolicy{HostKeyStrict, HostKeyAcceptNew} {
+		opts := serverOptions(t, srv)
+		opts.KnownHostsFiles = []string{kh}
+		opts.HostKeyPolicy = policy
+		_, err := Dial(context.Background(), srv.Target(), opts)
+		if !errors.Is(err, ErrHostKeyChanged) {
+			t.Fatalf("policy %d: Dial with a changed key: %v, want ErrHostKeyChanged", policy, err)
+		}
+		if !strings.Contains(err.Error(), "HAS CHANGED") || !strings.Contains(err.Error(), kh+":1") {
+			t.Errorf("error does not say loudly what changed and where: %v", err)
+		}
+	}
+	if b, _ := os.ReadFile(kh); bytes.Count(b, []byte("\n")) != 1 {
+		t.Fatalf("known_hosts was modified:\n%s", b)
+	}
+}
+
+func TestHostKeyRevokedIsRefused(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	var kh strings.Builder
+	for _, k := range srv.HostKeys {
+		fmt.Fprintf(&kh, "@revoked [127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(k))
+		fmt.Fprintf(&kh, "[127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(k))
+	}
+	opts := serverOptions(t, srv)
+	opts.KnownHostsFiles = []string{writeTestFile(t, dir, "known_hosts", kh.String())}
+	_, err := Dial(context.Background(), srv.Target(), opts)
+	var hke *HostKeyError
+	if !errors.Is(err, ErrHostKeyChanged) || !errors.As(err, &hke) || !hke.Revoked {
+		t.Fatalf("Dial with a revoked key: %v, want a revoked HostKeyError", err)
+	}
+}
+
+// A host known only by its second key type must be accepted: the client
+// has to ask for that type rather than take the server's preferred one.
+func TestHostKnownByOneOfSeveralKeys(t *testing.T) {
+	srv := sshtest.Start(t)
+	for _, k := range srv.HostKeys {
+		t.Run(k.Type(), func(t *testing.T) {
+			opts := serverOptions(t, srv)
+			opts.KnownHostsFiles = []string{writeTestFile(t, t.TempDir(), "known_hosts",
+				fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(k)))}
+			tr := dialServer(t, srv, opts)
+			if out, _, _ := run(t, tr, "echo ok", nil); out != "ok\n" {
+				t.Fatalf("got %q", out)
+			}
+		})
+	}
+}
+
+func TestHostKeyAcceptNewRecordsTheKey(t *testing.T) {
+	srv := sshtest.Start(t)
+	kh := filepath.Join(t.TempDir(), "sub", "known_hosts")
+	opts := serverOptions(t, srv)
+	opts.KnownHostsFiles = []string{kh}
+	opts.HostKeyPolicy = HostKeyAcceptNew
+	tr := dialServer(t, srv, opts)
+	tr.Close()
+
+	b, err := os.ReadFile(kh)
+	if err != nil {
+		t.Fatalf("known_hosts not written: %v", err)
+	}
+	if !strings.HasPrefix(string(b), fmt.Sprintf("[127.0.0.1]:%d ", srv.Port)) || bytes.Count(b, []byte("\n")) != 1 {
+		t.Fatalf("unexpected known_hosts:\n%s", b)
+	}
+	// Now known: a strict connection succeeds and writes nothing.
+	opts.HostKeyPolicy = HostKeyStrict
+	dialServer(t, srv, opts).Close()
+	if b2, _ := os.ReadFile(kh); !bytes.Equal(b, b2) {
+		t.Fatalf("known_hosts changed on a second connection:\n%s", b2)
+	}
+}
+
+func TestAuthWithAgent(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	key := sshtest.WriteKey(t, filepath.Join(dir, "agent_key"), "")
+	srv.Authorize(t, key.Signer.PublicKey())
+	os.Remove(key.Path) // only the agent has it
+	sock := sshtest.StartAgent(t, key.Private)
+
+	opts := serverOptions(t, srv)
+	opts.IdentityFiles = nil
+	opts.AgentSocket = sock
+	tr := dialServer(t, srv, opts)
+	if out, _, _ := run(t, tr, "echo via-agent", nil); out != "via-agent\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+func TestAuthEncryptedKeyWithoutAgent(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	key := sshtest.WriteKey(t, filepath.Join(dir, "id_ed25519"), "correct horse")
+	srv.Authorize(t, key.Signer.PublicKey())
+
+	opts := serverOptions(t, srv)
+	opts.IdentityFiles = []string{key.Path}
+	_, err := Dial(context.Background(), srv.Target(), opts)
+	if !errors.Is(err, ErrKeyEncrypted) || !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("Dial with only an encrypted key: %v, want ErrKeyEncrypted", err)
+	}
+	for _, want := range []string{key.Path, "ssh-add " + key.Path} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+
+	// The same key file is fine once the agent holds the key.
+	opts.AgentSocket = sshtest.StartAgent(t, key.Private)
+	tr := dialServer(t, srv, opts)
+	if out, _, _ := run(t, tr, "echo ok", nil); out != "ok\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+func TestAuthRejectedKey(t *testing.T) {
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.IdentityFiles = []string{sshtest.WriteKey(t, filepath.Join(t.TempDir(), "stranger"), "").Path}
+	_, err := Dial(context.Background(), srv.Target(), opts)
+	if !errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrKeyEncrypted) {
+		t.Fatalf("Dial with an unauthorized key: %v, want ErrAuthFailed", err)
+	}
+	if !strings.Contains(err.Error(), "stranger") {
+		t.Errorf("error does not name the key offered: %v", err)
+	}
+}
+
+func TestConfigAlias(t *testing.T) {
+	srv := sshtest.Start(t)
+	// Everything (HostName, Port, User, IdentityFile, known hosts) comes
+	// from the config file.
+	opts := Options{ConfigFile: srv.SSHConfig, Home: t.TempDir(), Logger: testLogger(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := Dial(ctx, "ssh://"+srv.Alias, opts)
+	if err != nil {
+		t.Fatalf("Dial via alias: %v", err)
+	}
+	defer tr.Close()
+	if want := fmt.Sprintf("ssh://%s@%s:%d", srv.User, srv.Alias, srv.Port); tr.Name() != want {
+		t.Errorf("Name() = %q, want %q", tr.Name(), want)
+	}
+	if out, _, _ := run(t, tr, "echo aliased", nil); out != "aliased\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+func TestProxyJump(t *testing.T) {
+	jump := sshtest.Start(t)
+	target := sshtest.Start(t)
+	dir := t.TempDir()
+	kh := writeTestFile(t, dir, "known_hosts", readFile(t, jump.KnownHosts)+readFile(t, target.KnownHosts))
+	cfg := writeTestFile(t, dir, "config", fmt.Sprintf(`Host jumpbox
+  HostName 127.0.0.1
+  Port %d
+  User %s
+Host inner
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  ProxyJump jumpbox
+Host *
+  IdentityFile %s
+  IdentityFile %s
+  UserKnownHostsFile %s
+  IdentityAgent none
+`, jump.Port, jump.User, target.Port, target.User, jump.ClientKey, target.ClientKey, kh))
+	d := &recordingDialer{}
+	opts := Options{ConfigFile: cfg, Home: dir, Logger: testLogger(t), Dial: d.Dial}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := Dial(ctx, "ssh://inner", opts)
+	if err != nil {
+		t.Fatalf("Dial through ProxyJump: %v", err)
+	}
+	defer tr.Close()
+	if out, _, _ := run(t, tr, "echo inner", nil); out != "inner\n" {
+		t.Fatalf("got %q", out)
+	}
+	// Only the jump host was dialled directly.
+	if d.dialCount() != 1 || d.last().RemoteAddr().String() != jump.Addr() {
+		t.Fatalf("dialled %d connections, last to %s; want one, to the jump host %s", d.dialCount(), d.last().RemoteAddr(), jump.Addr())
+	}
+}
+
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestUnreachableHostIsUnavailable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	opts := Options{ConfigFile: "none", Home: t.TempDir(), AgentSocket: "none", Logger: testLogger(t)}
+	_, err = Dial(context.Background(), "ssh://root@"+addr, opts)
+	if !errors.Is(err, env.ErrUnavailable) {
+		t.Fatalf("Dial to a closed port: %v, want ErrUnavailable", err)
+	}
+}
+
+// A server that accepts TCP and never speaks SSH must not hang Dial:
+// ClientConfig.Timeout covers only the connect.
+func TestHandshakeTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	dir := t.TempDir()
+	key := sshtest.WriteKey(t, filepath.Join(dir, "k"), "")
+	opts := Options{ConfigFile: "none", Home: dir, AgentSocket: "none", IdentityFiles: []string{key.Path},
+		HandshakeTimeout: 300 * time.Millisecond, Logger: testLogger(t)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Dial(context.Background(), "ssh://root@"+l.Addr().String(), opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, env.ErrUnavailable) {
+			t.Fatalf("Dial to a silent server: %v, want ErrUnavailable", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Dial to a silent server hung past its handshake timeout")
+	}
+	if c, ok := <-accepted; ok {
+		c.Close()
+	}
+}
+
+func TestReconnectAfterClientSideCut(t *testing.T) {
+	srv := sshtest.Start(t)
+	d := &recordingDialer{}
+	opts := serverOptions(t, srv)
+	opts.Dial = d.Dial
+	opts.ReconnectMin = 20 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+	run(t, tr, "true", nil)
+
+	d.last().Close()
+	// The drop is noticed and the connection re-established without any
+	// Exec prompting it.
+	waitFor(t, "a second dial", func() bool { return d.dialCount() >= 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tr.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+func TestExecDuringDropIsUnavailable(t *testing.T) {
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.ReconnectMin = 50 * time.Millisecond
+	opts.ReconnectMax = 100 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+	srv.Stop()
+	// Until the supervisor notices, an Exec may fail on the dead
+	// connection; either way it must be ErrUnavailable, never an exit code.
+	for i := 0; i < 3; i++ {
+		code, err := tr.Exec(context.Background(), "true", nil, nil, nil)
+		if !errors.Is(err, env.ErrUnavailable) {
+			t.Fatalf("Exec with sshd down: code %d err %v, want ErrUnavailable", code, err)
+		}
+	}
+	srv.Restart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tr.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+// A peer that silently stops answering is detected by the keepalive and
+// the connection is replaced.
+func TestKeepAliveDetectsSilentPeer(t *testing.T) {
+	srv := sshtest.Start(t)
+	d := &recordingDialer{}
+	opts := serverOptions(t, srv)
+	opts.Dial = d.Dial
+	opts.KeepAliveInterval = 50 * time.Millisecond
+	opts.KeepAliveTimeout = 200 * time.Millisecond
+	opts.ReconnectMin = 20 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+	run(t, tr, "true", nil)
+
+	d.last().Freeze()
+	waitFor(t, "a reconnect after the keepalive timed out", func() bool { return d.dialCount() >= 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tr.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, tr, "echo alive", nil); out != "alive\n" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+// After a reconnect the host key is verified again: a server that comes
+// back with another key is refused, loudly, and Exec reports why.
+func TestReconnectRefusesChangedHostKey(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	kh := writeTestFile(t, dir, "known_hosts", readFile(t, srv.KnownHosts))
+	opts := serverOptions(t, srv)
+	opts.KnownHostsFiles = []string{kh}
+	opts.ReconnectMin = 20 * time.Millisecond
+	opts.ReconnectMax = 50 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+
+	// The known entries now name other keys: as if the server changed.
+	other := sshtest.WriteKey(t, filepath.Join(dir, "other"), "").Signer.PublicKey()
+	writeTestFile(t, dir, "known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(other)))
+	srv.Restart(t)
+
+	var err error
+	waitFor(t, "Exec to report the changed key", func() bool {
+		_, err = tr.Exec(context.Background(), "true", nil, nil, nil)
+		return errors.Is(err, ErrHostKeyChanged)
+	})
+	if errors.Is(err, env.ErrUnavailable) {
+		t.Fatalf("a refused host key must not look transient: %v", err)
+	}
+}
