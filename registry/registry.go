@@ -573,6 +573,11 @@ func (p *proc) monitor() {
 		p.mu.Lock()
 		p.reader = rd
 		p.mu.Unlock()
+		if ctx.Err() != nil {
+			// Close cancelled the context before it could see the reader
+			// and close it; do so here so that the read cannot block.
+			rd.Close()
+		}
 		err = p.copyOutput(rd)
 		rd.Close()
 	}
