@@ -1,0 +1,213 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+)
+
+// BenchmarkExecTrue compares a foreground `true` through the Environment
+// (start + wait) with `docker exec C true` by the docker CLI.
+func BenchmarkExecTrue(b *testing.B) {
+	cli := requireEngine(b)
+	name := startPlainContainer(b, cli)
+
+	b.Run("corral", func(b *testing.B) {
+		e := openForBench(b, SchemeContainer+name)
+		ctx := context.Background()
+		b.ResetTimer()
+		for b.Loop() {
+			p, err := e.Start(ctx, env.Spec{Command: "true"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, err := p.Wait(ctx)
+			if err != nil || !st.Success() {
+				b.Fatalf("Wait: %v, %v", st, err)
+			}
+			if err := p.Remove(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		if _, err := exec.LookPath("docker"); err != nil {
+			b.Skip("no docker CLI")
+		}
+		for b.Loop() {
+			if out, err := exec.Command("docker", "exec", name, "true").CombinedOutput(); err != nil {
+				b.Fatalf("docker exec: %v\n%s", err, out)
+			}
+		}
+	})
+}
+
+// BenchmarkExitDetection measures how long after a process exits Wait
+// returns, reported as the median in ms (exit-detect-ms). The process tells
+// the host the instant before it exits by writing to a FIFO bind-mounted
+// from the host, so the figure is free of start-up costs and clock skew.
+func BenchmarkExitDetection(b *testing.B) {
+	cli := requireEngine(b)
+	dir := b.TempDir()
+	fifo := filepath.Join(dir, "exit")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		b.Fatal(err)
+	}
+	name := startContainerWithMount(b, cli, dir, "/bench")
+	e := openForBench(b, SchemeContainer+name)
+	ctx := context.Background()
+
+	var lat []time.Duration
+	for b.Loop() {
+		exited := make(chan time.Time, 1)
+		go func() {
+			f, err := os.Open(fifo)
+			if err != nil {
+				exited <- time.Time{}
+				return
+			}
+			defer f.Close()
+			_, _ = bufio.NewReader(f).ReadString('\n')
+			exited <- time.Now()
+		}()
+		// The process idles a little first, as real commands do, so the
+		// engine's polling is in its steady state when the exit comes.
+		p, err := e.Start(ctx, env.Spec{Command: "sleep 0.3; echo x >/bench/exit"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		done := time.Now()
+		at := <-exited
+		if at.IsZero() {
+			b.Fatal("fifo")
+		}
+		lat = append(lat, done.Sub(at))
+		_ = p.Remove(ctx)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "exit-detect-ms")
+}
+
+// BenchmarkLogRead reads a 100 MB output incrementally while it is
+// written, and reports the bytes the transport moved per byte of log
+// (bytes-moved/log-size): 1 means every byte crossed the engine once.
+func BenchmarkLogRead(b *testing.B) {
+	cli := requireEngine(b)
+	name := startPlainContainer(b, cli)
+	const logSize = 100 << 20
+	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
+	e, err := newEnv(tr, name, "", discardLogger(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	b.SetBytes(logSize)
+
+	var moved int64
+	for b.Loop() {
+		before := tr.stdout.Load()
+		p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf(
+			`i=0; while [ $i -lt %d ]; do head -c 1048576 /dev/zero | tr '\0' x; i=$((i+1)); done`, logSize>>20)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Output(ctx, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, r)
+		r.Close()
+		if err != nil || n != logSize {
+			b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		moved += tr.stdout.Load() - before
+		_ = p.Remove(ctx)
+	}
+	b.ReportMetric(float64(moved)/float64(int64(b.N)*logSize), "bytes-moved/log-size")
+}
+
+// countingTransport counts the script output bytes the engine sends.
+type countingTransport struct {
+	*Transport
+	stdout atomic.Int64
+}
+
+func (c *countingTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return c.Transport.Exec(ctx, script, stdin, &countingWriter{w: stdout, n: &c.stdout}, stderr)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	if c.w == nil {
+		return len(p), nil
+	}
+	return c.w.Write(p)
+}
+
+func openForBench(b *testing.B, target string) env.Environment {
+	b.Helper()
+	e, err := Open(context.Background(), target, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	return e
+}
+
+// startContainerWithMount is startPlainContainer with hostDir bound at
+// target.
+func startContainerWithMount(b *testing.B, cli *client.Client, hostDir, target string) string {
+	b.Helper()
+	ctx := context.Background()
+	name := "corral-bench-" + randomSuffix()
+	init := true
+	_, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image:  testImage,
+			Cmd:    []string{"/bin/sh", "-c", keepAlive},
+			Labels: map[string]string{"dev.corral.test": "true"},
+		},
+		HostConfig: &container.HostConfig{
+			Init:   &init,
+			Mounts: []mount.Mount{{Type: mount.TypeBind, Source: hostDir, Target: target}},
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return name
+}

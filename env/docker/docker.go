@@ -1,0 +1,146 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
+)
+
+// Options configure Open. The zero value works: the engine DOCKER_HOST or
+// the current Docker context names, this user's owner label, slog.Default.
+type Options struct {
+	// Host is the engine address (unix:///var/run/docker.sock,
+	// tcp://host:2376); empty means DOCKER_HOST, else the current Docker
+	// context, else the library default.
+	Host string
+	// Owner is the dev.corral.owner label of sandboxes: who may find and
+	// re-use them. Empty means DefaultOwner() (uid@hostname); a supervisor
+	// may pass its own ID.
+	Owner string
+	// BaseDir is the directory inside the container that holds the
+	// wrapped processes' state. Empty means /tmp/.corral in a sandbox (the
+	// writable tmpfs) and the nohup engine's default in docker:// targets.
+	BaseDir string
+	// Logger receives lifecycle events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// closeTimeout bounds the container removal in Close.
+const closeTimeout = time.Minute
+
+// Open returns the Environment of a docker:// or docker-image:// target
+// (see the package doc). It connects to the engine and negotiates the API
+// version at once, so an unreachable or too old engine fails here with a
+// clear error (matching env.ErrUnavailable when unreachable).
+//
+// Its Name is "docker://" + the container's name for both kinds of
+// target, so a Ref stays valid whichever way the sandbox is opened again.
+func Open(ctx context.Context, target string, opts Options) (env.Environment, error) {
+	t, err := ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	owner := opts.Owner
+	if owner == "" {
+		owner = DefaultOwner()
+	}
+	cli, err := connect(ctx, opts.Host)
+	if err != nil {
+		return nil, err
+	}
+	var e env.Environment
+	if t.Container != "" {
+		e, err = openContainer(ctx, cli, t, opts, log)
+	} else {
+		e, err = openSandbox(ctx, cli, t, owner, opts, log)
+	}
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// openContainer wraps an existing, running container. Close leaves the
+// container alone.
+func openContainer(ctx context.Context, cli *client.Client, t Target, opts Options, log *slog.Logger) (env.Environment, error) {
+	res, err := cli.ContainerInspect(ctx, t.Container, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("docker: container %s not found (docker ps -a lists containers): %w", t.Container, env.ErrSandboxGone)
+	}
+	if err != nil {
+		return nil, sandboxError("inspect", t.Container, err)
+	}
+	c := res.Container
+	name := strings.TrimPrefix(c.Name, "/")
+	switch st := c.State; {
+	case st == nil:
+		return nil, fmt.Errorf("docker: container %s has no state", name)
+	case st.Paused:
+		return nil, fmt.Errorf("docker: container %s is paused; unpause it with `docker unpause %s`: %w", name, name, env.ErrUnavailable)
+	case !st.Running || st.Restarting:
+		return nil, fmt.Errorf("docker: container %s is %s, not running; start it with `docker start %s`: %w", name, st.Status, name, env.ErrSandboxGone)
+	}
+	log.Debug("docker: opened container", "container", name, "id", shortID(c.ID))
+	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, log, func() error {
+		cli.Close()
+		return nil
+	})
+}
+
+// openSandbox finds or creates the target's sandbox container. Close
+// removes it unless persist=true.
+func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string, opts Options, log *slog.Logger) (env.Environment, error) {
+	sb, err := ensureSandbox(ctx, cli, t, owner, log)
+	if err != nil {
+		return nil, err
+	}
+	baseDir := opts.BaseDir
+	if baseDir == "" {
+		baseDir = sandboxStateDir
+	}
+	onClose := func() error {
+		defer cli.Close()
+		if t.Sandbox.Persist {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		return sb.remove(ctx)
+	}
+	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, log, onClose)
+	if err != nil && !t.Sandbox.Persist {
+		rctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		err = errors.Join(err, sb.remove(rctx))
+	}
+	return e, err
+}
+
+// newEnv builds the Environment on tr; onClose runs once, after the
+// engine has killed the non-detached processes.
+func newEnv(tr nohup.Transport, name, baseDir string, log *slog.Logger, onClose func() error) (env.Environment, error) {
+	e, err := nohup.New(tr, nohup.Options{
+		Name:    SchemeContainer + name,
+		BaseDir: baseDir,
+		Logger:  log,
+		OnClose: onClose,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: environment in %s: %w", name, err)
+	}
+	return e, nil
+}
