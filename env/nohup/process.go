@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/corralhq/corral/env"
 )
@@ -24,10 +25,45 @@ type process struct {
 	released    bool
 	status      *env.ExitStatus // cached once known
 	stdinClosed bool
-	writeMu     sync.Mutex // keeps concurrent Writes from interleaving
+	kick        chan struct{} // closed (and replaced) by Signal: pollers speed up
+	writeMu     sync.Mutex    // keeps concurrent Writes from interleaving
 }
 
-func (e *Env) newProcess(r refData) *process { return &process{e: e, ref: r} }
+func (e *Env) newProcess(r refData) *process { return &process{e: e, ref: r, kick: make(chan struct{})} }
+
+// kicked returns the channel the next Signal closes.
+func (p *process) kicked() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kick
+}
+
+// wake makes every poller poll now and restart from the fast interval: a
+// signal usually ends the process soon.
+func (p *process) wake() {
+	p.mu.Lock()
+	close(p.kick)
+	p.kick = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// pause waits the backoff's next interval, or less when a signal is sent.
+func (p *process) pause(ctx context.Context, b *backoff, stop <-chan struct{}) error {
+	kick := p.kicked()
+	t := time.NewTimer(b.next())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-kick:
+		b.reset()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errClosed
+	}
+}
 
 func (p *process) name() string { return fmt.Sprintf("nohup %s: pid %d", p.e.opts.Name, p.ref.PID) }
 
@@ -122,7 +158,7 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 			p.setStatus(s)
 			return s, nil
 		}
-		if err := sleepCtx(ctx, b.next(), nil); err != nil {
+		if err := p.pause(ctx, b, nil); err != nil {
 			return env.ExitStatus{}, err
 		}
 		if err := p.check(); err != nil {
@@ -179,7 +215,7 @@ func (r *outputReader) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		if len(r.buf) == 0 && !r.done {
-			if err := sleepCtx(r.ctx, r.b.next(), r.stop); err != nil {
+			if err := r.p.pause(r.ctx, r.b, r.stop); err != nil {
 				return 0, err
 			}
 		}
@@ -303,6 +339,7 @@ func (p *process) signal(ctx context.Context, sig env.Signal) error {
 	}
 	switch first, _, _ := strings.Cut(string(out), "\n"); first {
 	case "sent":
+		p.wake()
 		return nil
 	case "exited":
 		return fmt.Errorf("%s: signal %s: %w", p.name(), sig, env.ErrExited)
