@@ -290,7 +290,8 @@ func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if d.released.Load() {
 		return env.ExitStatus{}, d.errorf("wait for", env.ErrReleased)
 	}
-	var b backoff
+	w := newDirWatch(d.dir)
+	defer w.Close()
 	for {
 		if st, ok := d.readExit(); ok {
 			return st, nil
@@ -298,7 +299,7 @@ func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 		if d.lost() {
 			return env.ExitStatus{}, d.errorf("wait for", errLost)
 		}
-		if err := sleepCtx(ctx, b.next(), nil); err != nil {
+		if err := w.wait(ctx, nil); err != nil {
 			return env.ExitStatus{}, err
 		}
 	}
@@ -322,7 +323,7 @@ func (d *detached) Output(ctx context.Context, offset int64) (io.ReadCloser, err
 		_ = f.Close()
 		return nil, d.errorf("output of", err)
 	}
-	return &logStream{d: d, f: f, ctx: ctx, closed: make(chan struct{})}, nil
+	return &logStream{d: d, f: f, ctx: ctx, w: newDirWatch(d.dir), closed: make(chan struct{})}, nil
 }
 
 // logStream follows a detached process's log file until the exit is
@@ -331,7 +332,7 @@ type logStream struct {
 	d         *detached
 	f         *os.File
 	ctx       context.Context
-	b         backoff
+	w         *dirWatch
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -348,7 +349,7 @@ func (s *logStream) Read(p []byte) (int, error) {
 		_, exited := s.d.readExit()
 		n, err := s.f.Read(p)
 		if n > 0 {
-			s.b.reset()
+			s.w.activity()
 			return n, nil
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -360,7 +361,7 @@ func (s *logStream) Read(p []byte) (int, error) {
 		if exited || s.d.lost() {
 			return 0, io.EOF
 		}
-		if err := sleepCtx(s.ctx, s.b.next(), s.closed); err != nil {
+		if err := s.w.wait(s.ctx, s.closed); err != nil {
 			return 0, err
 		}
 	}
@@ -368,6 +369,7 @@ func (s *logStream) Read(p []byte) (int, error) {
 
 func (s *logStream) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
+	_ = s.w.Close()
 	return s.f.Close()
 }
 

@@ -295,8 +295,10 @@ func dirExists(dir string) bool {
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
-// writeJSONAtomic writes v to path via a temporary file, fsync and rename,
-// so a reader sees the whole file or none.
+// writeJSONAtomic writes v to path via a temporary file and a rename, so
+// a reader sees the whole file or none. No fsync: these files describe
+// processes, which a machine crash ends anyway; what matters is that no
+// reader ever sees half a file.
 func writeJSONAtomic(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -308,9 +310,6 @@ func writeJSONAtomic(path string, v any) error {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -320,10 +319,6 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		_ = os.Remove(tmp)
 		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }
