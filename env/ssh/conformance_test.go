@@ -1,0 +1,39 @@
+package ssh_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/envtest"
+	"github.com/corralhq/corral/env/ssh"
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+// TestConformance runs the shared suite against one real sshd. Every
+// Environment has its own connection and all share one state directory on
+// the host, as Environments for one host do, so re-attach works across
+// them.
+func TestConformance(t *testing.T) {
+	srv := sshtest.Start(t)
+	base := t.TempDir() + "/state"
+	envtest.Run(t, envtest.Config{
+		New: func(t *testing.T) env.Environment {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			e, err := ssh.Open(ctx, srv.Target(), ssh.Options{
+				ConfigFile:      "none",
+				Home:            t.TempDir(),
+				KnownHostsFiles: []string{srv.KnownHosts},
+				IdentityFiles:   []string{srv.ClientKey},
+				AgentSocket:     "none",
+				BaseDir:         base,
+			})
+			if err != nil {
+				t.Fatalf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log())
+			}
+			return e
+		},
+	})
+}
