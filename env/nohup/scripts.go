@@ -214,6 +214,7 @@ exit 0
 
 // survivorsBody prints the live PIDs of the tree, one a line.
 const survivorsBody = treeFunc + `tree "$2" "$3" "$4"
+exit 0
 `
 
 // writeBody copies its stdin into the stdin FIFO. The FIFO is opened

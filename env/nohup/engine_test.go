@@ -1,0 +1,472 @@
+package nohup_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/env/nohup/nohuptest"
+)
+
+func marker() string { return strconv.Itoa(40000000 + rand.IntN(9999999)) }
+
+func dash() nohuptest.Shell {
+	return nohuptest.Shell{Name: "sh", Path: "/bin/sh", Env: os.Environ()}
+}
+
+// TestOutputBytesOnTheWire checks that reading a 100 MiB log incrementally
+// moves about 100 MiB across the transport: each poll sends only new bytes.
+func TestOutputBytesOnTheWire(t *testing.T) {
+	e, tr := newEnv(t, dash())
+	const size = 100 << 20
+	p := start(t, e, env.Spec{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' 'x'", size)})
+	if st, err := p.Wait(testCtx(t)); err != nil || !st.Success() {
+		t.Fatalf("Wait = %v, %v", st, err)
+	}
+	before := tr.OutBytes()
+	r, err := p.Output(testCtx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, r)
+	r.Close()
+	if err != nil || n != size {
+		t.Fatalf("read %d bytes, %v; want %d", n, err, size)
+	}
+	moved := tr.OutBytes() - before
+	if moved < size || moved > size+size/100 {
+		t.Fatalf("%d bytes crossed the transport to read %d (want at most 1%% overhead)", moved, size)
+	}
+	t.Logf("%d bytes crossed the transport for %d bytes of output", moved, size)
+}
+
+// TestOutputResumesWithoutGapOrDuplicate reads a live stream in pieces
+// from successive offsets while the process writes.
+func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnv(t, sh)
+		p := start(t, e, env.Spec{Command: `i=0; while [ $i -lt 3000 ]; do echo "line $i"; i=$((i+1)); done`})
+		var got []byte
+		for {
+			r, err := p.Output(testCtx(t), int64(len(got)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 777)
+			n, err := r.Read(buf)
+			r.Close()
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var want bytes.Buffer
+		for i := range 3000 {
+			fmt.Fprintf(&want, "line %d\n", i)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("resumed output differs: got %d bytes, want %d", len(got), want.Len())
+		}
+	})
+}
+
+func TestStdin(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnv(t, sh)
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: "cat; echo done", Stdin: true})
+		for _, s := range []string{"a'b\n", "$(x)\n", "\x00\xff\n"} {
+			if n, err := p.Write(ctx, []byte(s)); err != nil || n != len(s) {
+				t.Fatalf("Write(%q) = %d, %v", s, n, err)
+			}
+		}
+		if err := p.CloseStdin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CloseStdin(ctx); err != nil {
+			t.Fatalf("second CloseStdin: %v", err)
+		}
+		if _, err := p.Write(ctx, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
+			t.Fatalf("Write after CloseStdin = %v, want ErrStdinClosed", err)
+		}
+		if st, err := p.Wait(ctx); err != nil || !st.Success() {
+			t.Fatalf("Wait = %v, %v", st, err)
+		}
+		if got, want := string(readAll(t, p, 0)), "a'b\n$(x)\n\x00\xff\ndone\n"; got != want {
+			t.Fatalf("output %q, want %q", got, want)
+		}
+		if _, err := p.Write(ctx, []byte("x")); !errors.Is(err, env.ErrStdinClosed) && !errors.Is(err, env.ErrExited) {
+			t.Fatalf("Write after exit = %v", err)
+		}
+		q := start(t, e, env.Spec{Command: "cat; echo eof"})
+		if _, err := q.Write(ctx, []byte("x")); !errors.Is(err, env.ErrStdinClosed) {
+			t.Fatalf("Write without Spec.Stdin = %v, want ErrStdinClosed", err)
+		}
+		if got := string(readAll(t, q, 0)); got != "eof\n" {
+			t.Fatalf("no-stdin process read %q, want EOF at once", got)
+		}
+	})
+}
+
+// TestSignalReachesEscapees starts a tree with a setsid escapee and a
+// double-forked daemon, kills it, and checks Survivors before and after.
+func TestSignalReachesEscapees(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnv(t, sh)
+		ctx := testCtx(t)
+		m1, m2, m3 := marker(), marker(), marker()
+		cmd := fmt.Sprintf("setsid sleep %s & (sleep %s &) ; sleep %s", m1, m2, m3)
+		p := start(t, e, env.Spec{Command: cmd})
+		var pids []int
+		for {
+			var err error
+			pids, err = p.Survivors(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if markersAlive(t, m1, m2, m3) == 3 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("tree never started")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(pids) < 4 { // sh (or sleep m3 after exec) + 3 sleeps at least
+			t.Logf("survivors before kill: %v", pids)
+		}
+		if err := p.Signal(ctx, env.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Wait(ctx)
+		if err != nil || st.Signal != env.SIGTERM {
+			t.Fatalf("Wait = %v, %v; want killed by TERM", st, err)
+		}
+		for {
+			left, err := p.Survivors(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) == 0 && markersAlive(t, m1, m2, m3) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("survivors %v remain", left)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := p.Signal(ctx, env.SIGTERM); !errors.Is(err, env.ErrExited) {
+			t.Fatalf("Signal after exit = %v, want ErrExited", err)
+		}
+	})
+}
+
+// markersAlive counts live processes whose command line holds one of the
+// markers as an argument.
+func markersAlive(t *testing.T, markers ...string) int {
+	t.Helper()
+	n := 0
+	ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range ents {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(strings.TrimSuffix(f, "cmdline") + "stat")
+		if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+			continue
+		}
+		for _, a := range bytes.Split(b, []byte{0}) {
+			if slices.Contains(markers, string(a)) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestSpecErrors(t *testing.T) {
+	e, _ := newEnv(t, dash())
+	ctx := testCtx(t)
+	_, err := e.Start(ctx, env.Spec{Command: "true", Dir: "/nonexistent/corral-nohup"})
+	var se *env.SpecError
+	if !errors.As(err, &se) || se.Field != "Dir" || !errors.Is(err, env.ErrDirNotFound) || !errors.Is(err, env.ErrInvalidSpec) {
+		t.Fatalf("missing Dir: %v", err)
+	}
+	if _, err := e.Start(ctx, env.Spec{Command: ""}); !errors.Is(err, env.ErrInvalidSpec) {
+		t.Fatalf("empty command: %v", err)
+	}
+	if _, err := e.Start(ctx, env.Spec{Command: "true", PTY: &env.DefaultWindowSize}); !errors.Is(err, env.ErrUnsupported) {
+		t.Fatalf("PTY: %v", err)
+	}
+	// A relative Dir that looks like an option or "-" is a directory name.
+	wd := t.TempDir()
+	if err := os.Mkdir(filepath.Join(wd, "-"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
+	e2, err := nohup.New(&dirTransport{Local: tr, dir: wd}, nohup.Options{BaseDir: t.TempDir() + "/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	p := start(t, e2, env.Spec{Command: "pwd", Dir: "-"})
+	if got := string(readAll(t, p, 0)); got != wd+"/-\n" {
+		t.Fatalf("pwd in Dir \"-\" = %q", got)
+	}
+}
+
+// dirTransport runs scripts in a chosen working directory, like a
+// sandbox's default directory.
+type dirTransport struct {
+	*nohuptest.Local
+	dir string
+}
+
+func (d *dirTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return d.Local.Exec(ctx, "cd '"+d.dir+"' || exit 99\n"+script, stdin, stdout, stderr)
+}
+
+func TestReattachAndRemove(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		base := t.TempDir() + "/state"
+		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
+		e1, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		p, err := e1.Start(ctx, env.Spec{Command: "echo one; read x; echo two; exit 5", Stdin: true, Detach: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := p.Ref()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Remove(ctx); err == nil {
+			t.Fatal("Remove of a running process succeeded")
+		}
+		e1.Close()
+		if _, err := p.Wait(ctx); !errors.Is(err, env.ErrReleased) {
+			t.Fatalf("Wait after Close = %v, want ErrReleased", err)
+		}
+
+		e2, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e2.Close()
+		q, err := e2.Attach(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Write(ctx, []byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := q.Wait(ctx); err != nil || st != env.Exited(5) {
+			t.Fatalf("Wait = %v, %v", st, err)
+		}
+		if got := string(readAll(t, q, 4)); got != "two\n" {
+			t.Fatalf("output from offset 4 = %q", got)
+		}
+		if err := q.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e2.Attach(ctx, ref); !errors.Is(err, env.ErrNotFound) {
+			t.Fatalf("Attach after Remove = %v, want ErrNotFound", err)
+		}
+
+		// Hostile ref data is rejected before anything runs.
+		var data map[string]any
+		if err := json.Unmarshal(ref.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []map[string]any{
+			{"dir": "/etc"}, {"dir": base + "/../x"}, {"dir": base + "/$(touch x)"}, {"tag": "'; rm -rf /"},
+			{"pid": -1}, {"v": 2}, {"extra": 1},
+		} {
+			d := map[string]any{}
+			for k, v := range data {
+				d[k] = v
+			}
+			for k, v := range bad {
+				d[k] = v
+			}
+			b, _ := json.Marshal(d)
+			before := tr.Execs()
+			if _, err := e2.Attach(ctx, env.Ref{Env: "x", Data: b}); err == nil {
+				t.Errorf("Attach accepted %v", bad)
+			}
+			if tr.Execs() != before {
+				t.Errorf("Attach with %v ran a script before rejecting it", bad)
+			}
+		}
+	})
+}
+
+// TestLostWrapper kills the wrapper (and the stopped parent) with SIGKILL:
+// Wait must say the process is lost instead of waiting forever.
+func TestLostWrapper(t *testing.T) {
+	e, _ := newEnv(t, dash())
+	ctx := testCtx(t)
+	m := marker()
+	p := start(t, e, env.Spec{Command: "sleep " + m})
+	ref, _ := p.Ref()
+	var rd struct {
+		WPID int `json:"wpid"`
+	}
+	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
+		t.Fatalf("ref data %s: %v", ref.Data, err)
+	}
+	if err := exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Wait(ctx)
+	if !errors.Is(err, env.ErrNotFound) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
+	}
+}
+
+// flakyTransport fails every other Exec with ErrUnavailable, or all of them
+// with ErrSandboxGone once gone is set.
+type flakyTransport struct {
+	*nohuptest.Local
+	n    atomic.Int64
+	gone atomic.Bool
+}
+
+func (f *flakyTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if f.gone.Load() {
+		return -1, fmt.Errorf("flaky: container removed: %w", env.ErrSandboxGone)
+	}
+	if f.n.Add(1)%2 == 0 {
+		return -1, fmt.Errorf("flaky: connection dropped: %w", env.ErrUnavailable)
+	}
+	return f.Local.Exec(ctx, script, stdin, stdout, stderr)
+}
+
+func TestTransportErrors(t *testing.T) {
+	ft := &flakyTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}}
+	e, err := nohup.New(ft, nohup.Options{BaseDir: t.TempDir() + "/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := testCtx(t)
+	var p env.Process
+	for p == nil { // Start is not retried: it is not idempotent
+		p, err = e.Start(ctx, env.Spec{Command: "echo hello; exit 4"})
+		if err != nil && !errors.Is(err, env.ErrUnavailable) {
+			t.Fatal(err)
+		}
+	}
+	defer p.Release()
+	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
+		t.Fatalf("Wait through a flaky transport = %v, %v", st, err)
+	}
+	if got := string(readAll(t, p, 0)); got != "hello\n" {
+		t.Fatalf("output through a flaky transport = %q", got)
+	}
+	ft.gone.Store(true)
+	if _, err := p.Survivors(ctx); !errors.Is(err, env.ErrSandboxGone) {
+		t.Fatalf("Survivors on a gone sandbox = %v", err)
+	}
+	// Wait already saw the exit: its status is cached, no round trip.
+	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
+		t.Fatalf("cached status after the sandbox went = %v, %v", st, err)
+	}
+	if _, err := p.Output(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := p.Output(ctx, 0)
+	defer r.Close()
+	if _, err := io.ReadAll(r); !errors.Is(err, env.ErrSandboxGone) {
+		t.Fatalf("Output on a gone sandbox = %v, want ErrSandboxGone", err)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	base := t.TempDir() + "/state"
+	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
+	e1, _ := nohup.New(tr, nohup.Options{BaseDir: base, Retention: -1})
+	defer e1.Close()
+	ctx := testCtx(t)
+	p := start(t, e1, env.Spec{Command: "true"})
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := p.Ref()
+	var rd struct{ Dir string }
+	_ = json.Unmarshal(ref.Data, &rd)
+	old := time.Now().Add(-3 * time.Hour)
+	if err := os.Chtimes(rd.Dir+"/exit", old, old); err != nil {
+		t.Fatal(err)
+	}
+	keep := base + "/not-a-state-dir"
+	if err := os.Mkdir(keep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(keep+"/exit", nil, 0o600)
+	_ = os.Chtimes(keep+"/exit", old, old)
+
+	e2, _ := nohup.New(tr, nohup.Options{BaseDir: base, Retention: time.Hour})
+	defer e2.Close()
+	start(t, e2, env.Spec{Command: "true"})
+	if _, err := os.Stat(rd.Dir); !os.IsNotExist(err) {
+		t.Fatalf("finished dir older than Retention was kept: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("sweep removed a directory it does not own: %v", err)
+	}
+}
+
+// BenchmarkExitDetection measures the time from the process ending (its
+// stdin closed: `read` returns and it exits) to Wait returning.
+func BenchmarkExitDetection(b *testing.B) {
+	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
+	e, err := nohup.New(tr, nohup.Options{BaseDir: b.TempDir() + "/s"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	var lat []time.Duration
+	for b.Loop() {
+		p, err := e.Start(ctx, env.Spec{Command: "read x", Stdin: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() { _, err := p.Wait(ctx); waited <- err }()
+		if err := p.CloseStdin(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := <-waited; err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		_ = p.Remove(ctx)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median-exit-detect")
+}
