@@ -14,9 +14,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // buildCorral builds cmd/corral into a temporary directory and returns the
@@ -322,6 +326,11 @@ func TestCorralRun(t *testing.T) {
 		}
 	})
 
+	t.Run("interactive pty: terminal size, raw keys, terminal restored", func(t *testing.T) {
+		t.Parallel()
+		testInteractivePTY(t, bin)
+	})
+
 	t.Run("usage errors exit 2 with one line", func(t *testing.T) {
 		t.Parallel()
 		for _, args := range [][]string{
@@ -345,4 +354,93 @@ func TestCorralRun(t *testing.T) {
 			t.Fatalf("got %+v", r)
 		}
 	})
+}
+
+// syncBuffer collects a terminal's output for polling.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testInteractivePTY runs corral on a terminal of its own, as a person
+// would: `--pty --stdin` must size the command's terminal like corral's,
+// switch corral's terminal to raw mode so Ctrl-C reaches the command (which
+// traps it and exits 7) instead of interrupting corral (which would exit
+// 130), and restore the terminal afterwards.
+func testInteractivePTY(t *testing.T, bin string) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal available: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 101}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--pty", "--stdin", "--",
+		`trap 'echo got-int; exit 7' INT; stty size; echo ready; while :; do sleep 1; done`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	copied := make(chan struct{})
+	go func() { defer close(copied); _, _ = io.Copy(&out, ptmx) }()
+	waitDone := make(chan struct{}) // closed once cmd.Wait returned
+	go func() { _ = cmd.Wait(); close(waitDone) }()
+	defer func() {
+		select {
+		case <-waitDone:
+		default:
+			_ = cmd.Process.Kill()
+			<-waitDone
+		}
+	}()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready on the terminal; got %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := ptmx.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	select {
+	case <-waitDone:
+	case <-time.After(time.Minute):
+		t.Fatalf("corral did not exit after Ctrl-C; terminal shows %q", out.String())
+	}
+	code := cmd.ProcessState.ExitCode()
+	got := out.String()
+	if code != 7 || !strings.Contains(got, "got-int") {
+		t.Errorf("exit %d, terminal %q; want the command to get Ctrl-C and exit 7", code, got)
+	}
+	if !strings.Contains(got, "41 101") {
+		t.Errorf("command's terminal is not sized like corral's (41 101): %q", got)
+	}
+	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if termios.Lflag&unix.ICANON == 0 || termios.Lflag&unix.ECHO == 0 {
+		t.Errorf("terminal left in raw mode after corral exited (lflag %#x)", termios.Lflag)
+	}
+	tty.Close()
+	ptmx.Close()
+	<-copied
 }

@@ -44,6 +44,9 @@ they run exactly as if typed: corral run -- sh -c 'echo hi; exit 3'.
 Output (stdout and stderr of the command, merged) is streamed to corral's
 stdout as it arrives, with or without --pty. The command reads no stdin
 unless --stdin is given; then corral's stdin is copied to it and closed at EOF.
+With --pty --stdin and a terminal on stdin, the terminal is switched to raw
+mode while the command runs, so keys (Ctrl-C included) reach the command's
+terminal as typed: an interactive session.
 
 When --timeout (wall clock) or --idle-timeout (no output for that long)
 fires, corral kills the whole process tree: SIGTERM, --grace to exit, then
@@ -197,6 +200,12 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 			size = s
 		}
 		start.PTY = &size
+		if o.stdin {
+			// Interactive: keys go to the command's terminal as typed.
+			if restore, ok := makeRaw(stdin); ok {
+				defer restore()
+			}
+		}
 	}
 	res, runErr := runWithStdin(ctx, reg, registry.RunOptions{
 		StartOptions: start,

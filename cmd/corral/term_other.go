@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !linux && !darwin
 
 package main
 
@@ -8,5 +8,9 @@ import (
 	"github.com/corralhq/corral/env"
 )
 
-// terminalSize is not implemented off unix; --pty uses the default size.
+// terminalSize is not implemented here; --pty uses the default size.
 func terminalSize(w io.Writer) (env.WindowSize, bool) { return env.WindowSize{}, false }
+
+// makeRaw is not implemented here: stdin is forwarded as the terminal
+// delivers it.
+func makeRaw(r io.Reader) (restore func(), ok bool) { return nil, false }

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin
 
 package main
 
@@ -23,4 +23,33 @@ func terminalSize(w io.Writer) (env.WindowSize, bool) {
 		return env.WindowSize{}, false
 	}
 	return env.WindowSize{Rows: ws.Row, Cols: ws.Col}, true
+}
+
+// makeRaw puts the terminal r (when it is one) into raw mode, so keys such
+// as Ctrl-C reach a --pty command's own terminal instead of being turned
+// into signals for corral, and returns the function that restores it. ok
+// is false when r is not a terminal.
+func makeRaw(r io.Reader) (restore func(), ok bool) {
+	f, isFile := r.(*os.File)
+	if !isFile {
+		return nil, false
+	}
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, ioctlGetTermios)
+	if err != nil {
+		return nil, false
+	}
+	raw := *old
+	// The settings of cfmakeraw(3).
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN] = 1
+	raw.Cc[unix.VTIME] = 0
+	if err := unix.IoctlSetTermios(fd, ioctlSetTermios, &raw); err != nil {
+		return nil, false
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, ioctlSetTermios, old) }, true
 }
