@@ -2,7 +2,7 @@ package ssh
 
 import (
 	"errors"
-		"os"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
