@@ -1,6 +1,113 @@
 // Package nohup is the wrapped-process engine shared by every sandbox
 // backend: given a Transport that runs short sh scripts inside the sandbox,
-// it implements env.Environment by running each command under setsid and
-// nohup with pid, log and exit files in a private directory, polling them by
-// byte offset, and signalling the process tree inside the sandbox.
+// it implements env.Environment by running each command under setsid with
+// pid, log and exit files in a private directory, polling them by byte
+// offset, and signalling the process tree inside the sandbox.
+//
+// # Inside the sandbox
+//
+// Each process gets BaseDir/<32 hex digits> (mode 0700, BaseDir defaults to
+// /tmp/.corral-$UID) holding:
+//
+//	log       merged stdout and stderr, appended by the whole tree
+//	pid       "PID START" of the command (START: /proc/PID/stat field 22)
+//	wrapper   "PID START" of the wrapper that writes exit
+//	exit      "code N" or "signal N", written atomically (tmp + mv)
+//	in        stdin FIFO (Spec.Stdin), kept open by a holder process
+//	holder    "PID START" of that holder; stdin-closed marks CloseStdin
+//
+// The command runs as Shell -c Command (Shell defaults to /bin/sh) as the
+// leader of a new session, with CORRAL_TREE=<random hex> added to its
+// environment; descendants inherit it, which is how escapees are found.
+//
+// Three processes cooperate (see wrapperBody for the details):
+//
+//   - the wrapper starts the rest, reports the command's identity, watches
+//     the command and writes exit;
+//   - the parent, a shell that runs the command in the foreground and is
+//     stopped with SIGSTOP right after, so it cannot reap it;
+//   - the command, which first waits (the "gate") until its parent is
+//     stopped and then execs Shell -c Command.
+//
+// Exit status. A shell reports both "exit 143" and "killed by SIGTERM" as
+// $? = 143, so no shell-level wrapper can tell them apart. The kernel does:
+// a zombie's /proc/PID/stat field 52 holds its wait status. Because the
+// command's parent is stopped, the command stays a zombie after it ends;
+// the wrapper reads field 52 (Linux 3.5+), writes exit, and resumes the
+// parent, which reaps it. The wrapper polls the command's state with only
+// builtins between sleeps of 5ms growing to 200ms, so exit detection lags
+// at most ~0.2s inside the sandbox plus one engine poll interval; the
+// benchmark BenchmarkExitDetection measures the median end to end.
+//
+// Why no nohup(1). nohup sets SIGHUP to ignored, and a POSIX shell cannot
+// reset a signal ignored on entry, so the command could never be killed by
+// Signal(HUP). The new session already has no controlling terminal, so no
+// terminal hangup reaches it. Likewise nothing is started with `&` on the
+// way to the command (an asynchronous list inherits SIGINT and SIGQUIT
+// ignored): `setsid setsid X` starts X in the background with default
+// signal dispositions. setsid (util-linux or busybox) is required; a
+// sandbox without it gets an error matching env.ErrUnsupported.
+//
+// # Signals and survivors
+//
+// Signal first checks the command's identity (PID and start time), then
+// sends `kill -SIG -PGID` while the command still runs, then signals every
+// live process whose /proc/PID/environ holds the tree's CORRAL_TREE value
+// (setsid children, double-forked daemons). After the command exited the
+// group is no longer signalled (its number could be reused), only tagged
+// processes, and Signal returns env.ErrExited. Survivors lists the group
+// members (while the command runs) and the tagged processes, zombies
+// excluded. A process that clears its environment (env -i) and leaves the
+// group escapes: TreeKill is "pgroup+scan".
+//
+// # Output and polling
+//
+// One poll is one round trip: it reports whether exit exists (looked at
+// before the log size, so a reader that reached that size after seeing
+// exit is done), the log size, and at most Options.ChunkSize new bytes from
+// the reader's offset (tail -c +N | head -c MAX), so only new bytes cross
+// the transport. Intervals start at Poll.Min and grow by Poll.Factor to
+// Poll.Max while nothing happens; new output and Signal reset them. The
+// stream ends at the size seen after exit appeared: there is no grace for
+// escaped descendants, whose later output a new Output from that offset
+// still returns. Output may be opened any number of times from any offset.
+//
+// # Errors
+//
+// Transport errors matching env.ErrUnavailable are retried with backoff
+// inside Wait, Output, Survivors and Attach; other calls (Start, Write,
+// Signal, CloseStdin, Remove) are not idempotent and return them. Errors
+// matching env.ErrSandboxGone are returned as they are. A wrapper that is
+// gone without an exit file (the sandbox restarted, someone killed it) makes
+// Wait return a "lost" error matching env.ErrNotFound; a missing state
+// directory is env.ErrNotFound too.
+//
+// # Re-attach, removal, retention
+//
+// Every process is detached inside the sandbox, so Ref always works; Close
+// kills (SIGKILL, whole tree) only processes started without Spec.Detach
+// whose handles were not released. Ref.Data is JSON {v, dir, pid, start,
+// wpid, wstart, tag, stdin}; Attach rejects unknown fields, a dir that is
+// not BaseDir/<32 hex digits>, a tag that is not 32 hex digits and missing
+// PIDs before anything runs. Remove deletes the directory and refuses while
+// the wrapper still runs. Start also sweeps, at most once an hour per Env,
+// the directories whose exit file is older than Options.Retention (default
+// 24h); directories of lost processes (no exit file) are left for a person
+// to inspect.
+//
+// # Quoting
+//
+// Every script is a constant; values reach it only as positional
+// parameters set by a leading `set --` line of single-quoted words (see
+// quote), and from there travel as argv entries, never re-parsed. BaseDir
+// and Shell additionally match a strict path pattern, IDs and tags are hex,
+// PIDs are numbers and signal names pass env.Signal.Valid. FuzzScript
+// checks this by running hostile values through the real scripts.
+//
+// # Limits
+//
+// Linux sandboxes only (/proc). A sandbox whose PID 1 never reaps collects
+// the exited wrappers and parents as zombies (docker's --init or the docker
+// backend's keep-alive loop reap them). If the wrapper is killed, the
+// stopped parent and the command's zombie stay until the sandbox ends.
 package nohup

@@ -29,7 +29,9 @@ type process struct {
 	writeMu     sync.Mutex    // keeps concurrent Writes from interleaving
 }
 
-func (e *Env) newProcess(r refData) *process { return &process{e: e, ref: r, kick: make(chan struct{})} }
+func (e *Env) newProcess(r refData) *process {
+	return &process{e: e, ref: r, kick: make(chan struct{})}
+}
 
 // kicked returns the channel the next Signal closes.
 func (p *process) kicked() <-chan struct{} {
