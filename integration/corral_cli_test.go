@@ -425,6 +425,23 @@ func testInteractivePTY(t *testing.T, bin string) {
 	case <-time.After(time.Minute):
 		t.Fatalf("corral did not exit after Ctrl-C; terminal shows %q", out.String())
 	}
+	// Check the terminal before closing our end of it: corral must have
+	// restored what it changed.
+	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if termios.Lflag&unix.ICANON == 0 || termios.Lflag&unix.ECHO == 0 {
+		t.Errorf("terminal left in raw mode after corral exited (lflag %#x)", termios.Lflag)
+	}
+	// With every slave descriptor closed, the master yields what is still
+	// buffered and then ends: all of corral's output is in out after that.
+	tty.Close()
+	select {
+	case <-copied:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the terminal is still held open after corral exited; it shows %q", out.String())
+	}
 	code := cmd.ProcessState.ExitCode()
 	got := out.String()
 	if code != 7 || !strings.Contains(got, "got-int") {
@@ -433,14 +450,4 @@ func testInteractivePTY(t *testing.T, bin string) {
 	if !strings.Contains(got, "41 101") {
 		t.Errorf("command's terminal is not sized like corral's (41 101): %q", got)
 	}
-	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if termios.Lflag&unix.ICANON == 0 || termios.Lflag&unix.ECHO == 0 {
-		t.Errorf("terminal left in raw mode after corral exited (lflag %#x)", termios.Lflag)
-	}
-	tty.Close()
-	ptmx.Close()
-	<-copied
 }
