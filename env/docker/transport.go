@@ -52,6 +52,8 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	errHead := &headWriter{w: stderr, max: 4096}
+	stderr = errHead
 	created, err := t.cli.ExecCreate(ctx, t.id, client.ExecCreateOptions{
 		User:         t.user,
 		AttachStdin:  stdin != nil,
@@ -104,6 +106,13 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	}
 	// A script killed because its container stopped looks like one ended by
 	// SIGKILL or SIGTERM; only the container's state tells them apart.
+	// A shell that could not fork (the container's pids limit is exhausted,
+	// say by a fork bomb) did not run the script: its result means nothing,
+	// and a retry may well succeed.
+	if code != 0 && forkFailed(errHead.head.Bytes()) {
+		return 0, fmt.Errorf("docker: exec in %s: cannot fork (pids limit reached?): %.200s: %w",
+			t.name, bytes.TrimSpace(errHead.head.Bytes()), env.ErrUnavailable)
+	}
 	// A script killed because its container is stopping looks like one
 	// ended by SIGKILL, and an exec started while it stops fails with 126
 	// and the runtime's complaint as output. The engine's container state
@@ -217,4 +226,27 @@ func (t *Transport) checkRunning(ctx context.Context) error {
 		return fmt.Errorf("docker: container %s is %s: %w", t.name, status, env.ErrSandboxGone)
 	}
 	return nil
+}
+
+// headWriter passes everything to w and keeps the first max bytes.
+type headWriter struct {
+	w    io.Writer
+	max  int
+	head bytes.Buffer
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := h.max - h.head.Len(); room > 0 {
+		h.head.Write(p[:min(room, len(p))])
+	}
+	return h.w.Write(p)
+}
+
+// forkFailed reports whether a shell's error output says it could not
+// fork: busybox ash "can't fork", dash "Cannot fork", bash "fork: ...
+// Resource temporarily unavailable".
+func forkFailed(stderr []byte) bool {
+	s := strings.ToLower(string(stderr))
+	return strings.Contains(s, "can't fork") || strings.Contains(s, "cannot fork") ||
+		strings.Contains(s, "fork: resource temporarily unavailable") || strings.Contains(s, "fork: retry")
 }

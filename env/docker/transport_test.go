@@ -201,3 +201,28 @@ func waitForLine(t *testing.T, r io.Reader, want string) {
 		}
 	}
 }
+
+func TestForkFailed(t *testing.T) {
+	for _, msg := range []string{
+		"/bin/sh: can't fork: Resource temporarily unavailable\n", // busybox ash
+		"sh: 1: Cannot fork\n", // dash
+		"bash: fork: retry: Resource temporarily unavailable\n",
+		"bash: fork: Resource temporarily unavailable\n",
+	} {
+		if !forkFailed([]byte(msg)) {
+			t.Errorf("forkFailed(%q) = false", msg)
+		}
+	}
+	for _, msg := range []string{"", "tail: can't open 'x': No such file or directory\n", "forked 3 children\n"} {
+		if forkFailed([]byte(msg)) {
+			t.Errorf("forkFailed(%q) = true", msg)
+		}
+	}
+	var sink bytes.Buffer
+	h := &headWriter{w: &sink, max: 4}
+	_, _ = h.Write([]byte("abc"))
+	_, _ = h.Write([]byte("defg"))
+	if h.head.String() != "abcd" || sink.String() != "abcdefg" {
+		t.Errorf("headWriter kept %q, passed %q", h.head.String(), sink.String())
+	}
+}
