@@ -39,8 +39,8 @@ func buildCorral(t *testing.T) string {
 	return bin
 }
 
-// result is what one corral invocation did.
-type result struct {
+// cliResult is what one corral invocation did.
+type cliResult struct {
 	code   int
 	stdout string
 	stderr string
@@ -49,7 +49,7 @@ type result struct {
 // runCorral runs the binary to completion with stdin (nil: /dev/null) and
 // returns its exit code and output. The generous deadline only guards
 // against a hang; no test asserts on durations.
-func runCorral(t *testing.T, bin string, stdin io.Reader, args ...string) result {
+func runCorral(t *testing.T, bin string, stdin io.Reader, args ...string) cliResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -64,26 +64,26 @@ func runCorral(t *testing.T, bin string, stdin io.Reader, args ...string) result
 	if ctx.Err() != nil {
 		t.Fatalf("corral %q did not finish within 2 minutes; stderr %q", args, errOut.String())
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+	return cliResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
 }
 
-// sleepMarker returns a unique sleep duration such as "517.0413": a
+// cliSleepMarker returns a unique sleep duration such as "517.0413": a
 // `sleep` with it is recognisable in the process table as ours, so the
 // test never confuses (or touches) processes other tests started.
-func sleepMarker(t *testing.T) string {
+func cliSleepMarker(t *testing.T) string {
 	t.Helper()
 	m := fmt.Sprintf("%d.%04d", 300+rand.IntN(600), rand.IntN(10000))
 	t.Cleanup(func() {
 		// Leave nothing behind even when an assertion failed first.
-		for _, pid := range markerPIDs(t, m) {
+		for _, pid := range cliMarkerPIDs(t, m) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	return m
 }
 
-// markerPIDs lists live processes whose command line is `sleep MARKER`.
-func markerPIDs(t *testing.T, marker string) []int {
+// cliMarkerPIDs lists live processes whose command line is `sleep MARKER`.
+func cliMarkerPIDs(t *testing.T, marker string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -107,15 +107,15 @@ func markerPIDs(t *testing.T, marker string) []int {
 	return pids
 }
 
-// requireMarkerGone fails unless no `sleep MARKER` process is left. A
+// cliRequireMarkerGone fails unless no `sleep MARKER` process is left. A
 // SIGKILLed process can take a moment to leave the process table, so it
 // waits for the condition with a generous deadline instead of asserting
 // once.
-func requireMarkerGone(t *testing.T, marker string) {
+func cliRequireMarkerGone(t *testing.T, marker string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pids := markerPIDs(t, marker)
+		pids := cliMarkerPIDs(t, marker)
 		if len(pids) == 0 {
 			return
 		}
@@ -126,20 +126,20 @@ func requireMarkerGone(t *testing.T, marker string) {
 	}
 }
 
-// requireMarkerRunning waits until at least n `sleep MARKER` processes run,
+// cliRequireMarkerRunning waits until at least n `sleep MARKER` processes run,
 // so a kill test proves the tree existed before it was killed.
-func requireMarkerRunning(t *testing.T, marker string, n int) {
+func cliRequireMarkerRunning(t *testing.T, marker string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(markerPIDs(t, marker)) < n {
+	for len(cliMarkerPIDs(t, marker)) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("expected %d `sleep %s` processes, found %v", n, marker, markerPIDs(t, marker))
+			t.Fatalf("expected %d `sleep %s` processes, found %v", n, marker, cliMarkerPIDs(t, marker))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func requireOneLine(t *testing.T, stderr string, wants ...string) {
+func cliRequireOneLine(t *testing.T, stderr string, wants ...string) {
 	t.Helper()
 	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
 		t.Errorf("stderr is not exactly one line: %q", stderr)
@@ -188,29 +188,29 @@ func TestCorralRun(t *testing.T) {
 
 	t.Run("timeout kills the whole tree and exits 124", func(t *testing.T) {
 		t.Parallel()
-		m := sleepMarker(t)
+		m := cliSleepMarker(t)
 		script := fmt.Sprintf(`trap "" TERM; (setsid sleep %s &); sleep %s`, m, m)
 		r := runCorral(t, bin, nil, "run", "--timeout", "1s", "--grace", "1s", "--", "sh", "-c", script)
 		if r.code != 124 {
 			t.Fatalf("exit %d, want 124; stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
-		requireOneLine(t, r.stderr, "timeout", "1s", "killed the process tree")
+		cliRequireOneLine(t, r.stderr, "timeout", "1s", "killed the process tree")
 		if strings.Contains(r.stderr, "idle") {
 			t.Errorf("stderr names the idle timeout, but the wall-clock timeout fired: %q", r.stderr)
 		}
-		requireMarkerGone(t, m)
+		cliRequireMarkerGone(t, m)
 	})
 
 	t.Run("idle timeout exits 124 and says so", func(t *testing.T) {
 		t.Parallel()
-		m := sleepMarker(t)
+		m := cliSleepMarker(t)
 		r := runCorral(t, bin, nil, "run", "--idle-timeout", "1s", "--grace", "1s", "--",
 			"sh", "-c", "echo started; sleep "+m)
 		if r.code != 124 || r.stdout != "started\n" {
 			t.Fatalf("exit %d stdout %q stderr %q, want 124 and the output so far", r.code, r.stdout, r.stderr)
 		}
-		requireOneLine(t, r.stderr, "idle timeout", "1s", "killed the process tree")
-		requireMarkerGone(t, m)
+		cliRequireOneLine(t, r.stderr, "idle timeout", "1s", "killed the process tree")
+		cliRequireMarkerGone(t, m)
 	})
 
 	t.Run("death by signal exits 128+N", func(t *testing.T) {
@@ -229,7 +229,7 @@ func TestCorralRun(t *testing.T) {
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run("interrupt "+tc.sig.String()+" kills the tree", func(t *testing.T) {
 			t.Parallel()
-			m := sleepMarker(t)
+			m := cliSleepMarker(t)
 			// The command ignores INT and TERM: only the kill's SIGKILL
 			// after --grace ends it.
 			cmd := exec.Command(bin, "run", "--grace", "1s", "--", "sh", "-c",
@@ -249,7 +249,7 @@ func TestCorralRun(t *testing.T) {
 			if err != nil || line != "ready\n" {
 				t.Fatalf("first line %q, %v; stderr %q", line, err, errOut.String())
 			}
-			requireMarkerRunning(t, m, 2)
+			cliRequireMarkerRunning(t, m, 2)
 			if err := cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestCorralRun(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != tc.code {
 				t.Fatalf("exit %d (%v), want %d; stderr %q", code, err, tc.code, errOut.String())
 			}
-			requireMarkerGone(t, m)
+			cliRequireMarkerGone(t, m)
 		})
 	}
 
@@ -299,7 +299,7 @@ func TestCorralRun(t *testing.T) {
 		if r.code != 125 {
 			t.Fatalf("exit %d, want 125; stderr %q", r.code, r.stderr)
 		}
-		requireOneLine(t, r.stderr, "nope")
+		cliRequireOneLine(t, r.stderr, "nope")
 	})
 
 	t.Run("stdin only with --stdin", func(t *testing.T) {
@@ -328,7 +328,7 @@ func TestCorralRun(t *testing.T) {
 
 	t.Run("interactive pty: terminal size, raw keys, terminal restored", func(t *testing.T) {
 		t.Parallel()
-		testInteractivePTY(t, bin)
+		cliTestInteractivePTY(t, bin)
 	})
 
 	t.Run("usage errors exit 2 with one line", func(t *testing.T) {
@@ -343,7 +343,7 @@ func TestCorralRun(t *testing.T) {
 			if r.code != 2 || r.stdout != "" {
 				t.Errorf("%q: exit %d stdout %q, want 2 and nothing", args, r.code, r.stdout)
 			}
-			requireOneLine(t, r.stderr, "corral: ")
+			cliRequireOneLine(t, r.stderr, "corral: ")
 		}
 	})
 
@@ -356,30 +356,30 @@ func TestCorralRun(t *testing.T) {
 	})
 }
 
-// syncBuffer collects a terminal's output for polling.
-type syncBuffer struct {
+// cliTermBuffer collects a terminal's output for polling.
+type cliTermBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *cliTermBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *cliTermBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
-// testInteractivePTY runs corral on a terminal of its own, as a person
+// cliTestInteractivePTY runs corral on a terminal of its own, as a person
 // would: `--pty --stdin` must size the command's terminal like corral's,
 // switch corral's terminal to raw mode so Ctrl-C reaches the command (which
 // traps it and exits 7) instead of interrupting corral (which would exit
 // 130), and restore the terminal afterwards.
-func testInteractivePTY(t *testing.T, bin string) {
+func cliTestInteractivePTY(t *testing.T, bin string) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)
@@ -396,7 +396,7 @@ func testInteractivePTY(t *testing.T, bin string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out cliTermBuffer
 	copied := make(chan struct{})
 	go func() { defer close(copied); _, _ = io.Copy(&out, ptmx) }()
 	waitDone := make(chan struct{}) // closed once cmd.Wait returned
