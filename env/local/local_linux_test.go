@@ -468,6 +468,16 @@ func TestDetachedRules(t *testing.T) {
 	}
 	m := marker()
 	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + m, Detach: true})
+	// Signal only once the shell has written: a TERM before the echo
+	// would leave no output to replay.
+	r, err := p.Output(testCtx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
+		t.Fatalf("first output %q, %v", b, err)
+	}
+	_ = r.Close()
 	if err := p.Remove(testCtx(t)); err == nil {
 		t.Fatal("Remove of a running process succeeded")
 	}
@@ -642,6 +652,14 @@ func TestShimLost(t *testing.T) {
 	defer e.Close()
 	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + marker(), Detach: true})
 	d := p.(*detached)
+	r, err := p.Output(testCtx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
+		t.Fatalf("first output %q, %v", b, err)
+	}
+	_ = r.Close()
 	if err := syscall.Kill(d.st.ShimPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

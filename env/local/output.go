@@ -54,6 +54,16 @@ func (p *outPump) run() {
 		p.mu.Unlock()
 
 		n, err := p.f.Read(chunk)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The grace is over, but what is already buffered in the pipe
+			// or terminal is still the process's output: a reader
+			// scheduled late must not lose it (Go checks the deadline
+			// before it even tries to read).
+			n, err = readNow(p.f, chunk)
+			if n <= 0 || afterExit+n > maxAfterExit {
+				n, err = max(n, 0), io.EOF
+			}
+		}
 		p.mu.Lock()
 		if n > 0 && !p.discarded {
 			p.buf = append(p.buf, chunk[:n]...)

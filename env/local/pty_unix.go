@@ -23,12 +23,12 @@ func openPTY(size env.WindowSize) (master, slave *os.File, err error) {
 		return nil, nil, err
 	}
 	defer m.Close()
-	dup, err := unix.Dup(int(m.Fd()))
+	// F_DUPFD_CLOEXEC: a concurrent fork must never inherit the master.
+	dup, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		_ = s.Close()
 		return nil, nil, fmt.Errorf("dup pty master: %w", err)
 	}
-	unix.CloseOnExec(dup)
 	if err := unix.SetNonblock(dup, true); err != nil {
 		_ = unix.Close(dup)
 		_ = s.Close()

@@ -245,7 +245,7 @@ func (t *cgroupTree) release() {
 func (t *cgroupTree) signal(sig syscall.Signal, _ bool) error {
 	if sig == syscall.SIGKILL {
 		err := os.WriteFile(filepath.Join(t.dir, "cgroup.kill"), []byte("1"), 0)
-		if errors.Is(err, fs.ErrNotExist) {
+		if cgroupGone(err) {
 			return nil // removed: nothing left in it
 		}
 		return err
@@ -270,7 +270,7 @@ func (t *cgroupTree) contains(pid int) bool {
 
 func (t *cgroupTree) procs() ([]int, error) {
 	data, err := os.ReadFile(filepath.Join(t.dir, "cgroup.procs"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if cgroupGone(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -283,6 +283,12 @@ func (t *cgroupTree) procs() ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// cgroupGone reports an error that means the cgroup was removed: ENOENT,
+// or ENODEV for a file opened while its cgroup was being removed.
+func cgroupGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 func (t *cgroupTree) survivors(bool) ([]int, error) {

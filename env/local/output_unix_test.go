@@ -1,0 +1,93 @@
+//go:build linux || darwin
+
+package local
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestPumpLateReaderKeepsOutput: a pump that first reads after the grace
+// already expired (a starved goroutine on a loaded machine) still
+// delivers what the process wrote, then ends although a descendant holds
+// the write end open.
+func TestPumpLateReaderKeepsOutput(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString("written before exit\n"); err != nil {
+		t.Fatal(err)
+	}
+	p := newOutPump(r, false)
+	p.processExited()
+	if err := r.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	go p.run()
+	s := p.open(context.Background(), 0)
+	got, err := io.ReadAll(s)
+	<-p.ended
+	p.closeFile()
+	if err != nil || string(got) != "written before exit\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// TestPumpBackpressure: without a reader the pump holds at most
+// maxPending bytes; a late reader still gets everything, in order.
+func TestPumpBackpressure(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newOutPump(r, false)
+	go p.run()
+	const total = 4 * maxPending
+	go func() {
+		buf := make([]byte, total)
+		for i := range buf {
+			buf[i] = byte(i % 251)
+		}
+		_, _ = w.Write(buf)
+		_ = w.Close()
+	}()
+	// Wait until the pump stops reading: the buffer is full and the pipe
+	// cannot take the rest.
+	eventuallyTB(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.buf) >= maxPending
+	})
+	p.mu.Lock()
+	if len(p.buf) > maxPending+32<<10 {
+		t.Errorf("pump buffered %d bytes without a reader, bound is %d", len(p.buf), maxPending)
+	}
+	p.mu.Unlock()
+	got, err := io.ReadAll(p.open(context.Background(), 0))
+	<-p.ended
+	p.closeFile()
+	if err != nil || len(got) != total {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	for i, b := range got {
+		if b != byte(i%251) {
+			t.Fatalf("byte %d = %d, want %d", i, b, i%251)
+		}
+	}
+}
+
+func eventuallyTB(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
