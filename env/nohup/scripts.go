@@ -203,11 +203,15 @@ const treeFunc = pstatFunc + `tree() {
 // signalBody signals the whole tree. The group is signalled only after the
 // identity check and only while the command runs (its PID then still names
 // the group); escapees are found by their tag. First output line: "exited"
-// when the exit file exists (the rest of the tree is signalled all the
-// same), "sent" otherwise.
+// when the command has ended (exit file written, or a zombie awaiting it;
+// the rest of the tree is signalled all the same), "sent" otherwise.
 const signalBody = treeFunc + `d=$1 c=$2 cst=$3 tag=$4 sig=$5
-if [ -f "$d/exit" ]; then echo exited; else echo sent; fi
-if pstat "$c" && [ "$p_start" = "$cst" ] && [ "$p_state" != Z ]; then kill -"$sig" "-$c" 2>/dev/null; fi
+if ! [ -f "$d/exit" ] && pstat "$c" && [ "$p_start" = "$cst" ] && [ "$p_state" != Z ]; then
+	echo sent
+	kill -"$sig" "-$c" 2>/dev/null
+else
+	echo exited
+fi
 for q in $(tree "$c" "$cst" "$tag"); do kill -"$sig" "$q" 2>/dev/null; done
 exit 0
 `
