@@ -258,6 +258,7 @@ func TestCorralRun(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != tc.code {
 				t.Fatalf("exit %d (%v), want %d; stderr %q", code, err, tc.code, errOut.String())
 			}
+			cliRequireOneLine(t, errOut.String(), "interrupted by SIG", "killed the process tree")
 			cliRequireMarkerGone(t, m)
 		})
 	}

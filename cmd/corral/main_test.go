@@ -144,3 +144,39 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestRunInProcess drives `corral run` in-process against the real local
+// backend, so goleak (TestMain) also checks that the command's goroutines
+// (signal watcher, stdin feeder, registry) are gone when it returns.
+func TestRunInProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses /bin/sh and the Linux local backend")
+	}
+	t.Run("exit code and output", func(t *testing.T) {
+		code, out, errOut := corral(t, "", "run", "--", "sh", "-c", "echo hi; exit 3")
+		if code != 3 || out != "hi\n" || errOut != "" {
+			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		code, out, errOut := corral(t, "abc\n", "run", "--stdin", "--", "tr a-c x-z")
+		if code != 0 || out != "xyz\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		code, out, errOut := corral(t, "", "run", "--timeout", "200ms", "--grace", "100ms", "--", "echo before; exec sleep 60")
+		if code != exitTimeout || out != "before\n" {
+			t.Fatalf("exit %d stdout %q stderr %q, want 124", code, out, errOut)
+		}
+		if errOut != "corral: timeout: still running after 200ms; killed the process tree\n" {
+			t.Fatalf("stderr %q", errOut)
+		}
+	})
+	t.Run("signal", func(t *testing.T) {
+		code, _, errOut := corral(t, "", "run", "--", "kill -TERM $$")
+		if code != 128+15 || errOut != "" {
+			t.Fatalf("exit %d stderr %q, want 143 and nothing on stderr", code, errOut)
+		}
+	})
+}

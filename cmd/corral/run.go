@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -160,7 +161,8 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	var caught os.Signal
 	caughtc := make(chan os.Signal, 1)
 	watcherDone := make(chan struct{})
-	defer func() { <-watcherDone }() // runs after cancel: the watcher never outlives the command
+	// The watcher never outlives the command, whichever way it returns.
+	defer func() { cancel(); <-watcherDone }()
 	go func() {
 		defer close(watcherDone)
 		select {
@@ -216,12 +218,18 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	}, o.stdin, stdin)
 
 	cancel()
+	<-watcherDone // after this, caughtc holds the signal if one arrived
 	select {
 	case caught = <-caughtc:
 	default:
 	}
 	if caught != nil {
-		return &exitError{code: 128 + signalNumber(caught)}
+		n := signalNumber(caught)
+		name := "signal " + strconv.Itoa(n)
+		if sig := env.SignalFromNumber(n); sig != "" {
+			name = sig.String()
+		}
+		return &exitError{code: 128 + n, msg: fmt.Sprintf("interrupted by %s; killed the process tree", name)}
 	}
 	if runErr != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", runErr)}
