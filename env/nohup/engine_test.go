@@ -344,6 +344,46 @@ func TestLostWrapper(t *testing.T) {
 	if !errors.Is(err, env.ErrNotFound) || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
 	}
+	// The stopped parent was resumed: it reaps the command once killed,
+	// and nothing of the tree is left stopped or running.
+	if err := p.Signal(ctx, env.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for markersAlive(t, m) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("killed command still alive")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "parent"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _, _ := strings.Cut(string(b), " ")
+		if _, err := os.Stat("/proc/" + pid + "/cmdline"); err != nil {
+			break
+		}
+		if st, _ := os.ReadFile("/proc/" + pid + "/stat"); bytes.Contains(st, []byte(") Z")) {
+			break // gone, waiting for PID 1 to reap it
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("parent %s still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func dirOf(t *testing.T, p env.Process) string {
+	ref, err := p.Ref()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rd struct{ Dir string }
+	if err := json.Unmarshal(ref.Data, &rd); err != nil {
+		t.Fatal(err)
+	}
+	return rd.Dir
 }
 
 // flakyTransport fails every other Exec with ErrUnavailable, or all of them
@@ -469,4 +509,32 @@ func BenchmarkExitDetection(b *testing.B) {
 	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median-exit-detect")
+}
+
+// TestStdinHolderEndsWithProcess checks that the process holding the stdin
+// FIFO open does not outlive a command that exits without CloseStdin.
+func TestStdinHolderEndsWithProcess(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnv(t, sh)
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: "exit 0", Stdin: true})
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "holder"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _, _ := strings.Cut(string(b), " ")
+		for {
+			st, err := os.ReadFile("/proc/" + pid + "/stat")
+			if err != nil || bytes.Contains(st, []byte(") Z")) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("stdin holder %s outlived the command", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }

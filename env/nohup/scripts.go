@@ -109,7 +109,7 @@ done
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
 exec "$sh" -c "$cmd"'
 if sleep 0.001 2>/dev/null; then iv=0.002; else iv=1; fi
-src=/dev/null
+src=/dev/null h=
 if [ "$si" = 1 ]; then
 	src=$d/in
 	sleep 2147483647 >"$d/in" </dev/null 2>/dev/null &
@@ -126,6 +126,7 @@ while ! [ -f "$d/pid" ]; do
 	sleep $iv
 done
 kill -STOP "$p"
+echo "$p $pst" >"$d/parent.tmp" && mv "$d/parent.tmp" "$d/parent"
 read -r c cst <"$d/pid"
 pstat $$
 echo "$$ $p_start" >"$d/wrapper.tmp" && mv "$d/wrapper.tmp" "$d/wrapper"
@@ -146,6 +147,8 @@ while :; do
 done
 echo "$st" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 kill -CONT "$p" 2>/dev/null
+# The stdin holder has nobody left to hold the FIFO for.
+if [ -n "$h" ]; then kill "$h" 2>/dev/null; fi
 `
 
 // stateFunc defines state DIR WPID WSTART: it prints the exit file's
@@ -159,6 +162,11 @@ const stateFunc = pstatFunc + `state() {
 	if [ -n "$e" ]; then echo "$e"; return; fi
 	if pstat "$2" && [ "$p_start" = "$3" ]; then echo running; return; fi
 	[ -f "$1/exit" ] && read -r e <"$1/exit"
+	if [ -z "$e" ] && [ -f "$1/parent" ]; then
+		# Lost: resume the stopped parent so it reaps the command.
+		read -r e_p e_pst <"$1/parent"
+		pstat "$e_p" && [ "$p_start" = "$e_pst" ] && [ "$p_state" = T ] && kill -CONT "$e_p" 2>/dev/null
+	fi
 	echo "${e:-lost}"
 }
 `
