@@ -188,7 +188,7 @@ type conn struct {
 	client  *xssh.Client // nil while down or after Close
 	downErr error        // why client is nil
 	closed  bool
-	up      chan struct{} // closed when a connection is (re-)established
+	changed chan struct{} // closed and replaced at every change of the above
 }
 
 // newConn dials once, synchronously, so that Open reports an unreachable
@@ -206,46 +206,64 @@ func newConn(ctx context.Context, d *dialer) (*conn, error) {
 		ctx:      cctx,
 		cancel:   cancel,
 		client:   client,
-		up:       make(chan struct{}),
+		changed:  make(chan struct{}),
 	}
-	close(c.up)
 	c.wg.Add(1)
 	go c.supervise(client)
 	return c, nil
 }
 
-// current returns the live client, or why there is none.
-func (c *conn) current() (*xssh.Client, error) {
+// connState is a snapshot of the connection's state.
+type connState struct {
+	client  *xssh.Client
+	downErr error
+	closed  bool
+	changed <-chan struct{}
+}
+
+func (c *conn) state() connState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
+	return connState{c.client, c.downErr, c.closed, c.changed}
+}
+
+// notifyLocked wakes everyone waiting for a change; c.mu must be held.
+func (c *conn) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// permanent reports whether a reconnect failed for a reason retrying
+// cannot fix: callers must see it rather than "unavailable".
+func permanent(err error) bool {
+	var hke *HostKeyError
+	var ae *AuthError
+	return errors.As(err, &hke) || errors.As(err, &ae)
+}
+
+// downError is the error for a call made while the connection is down.
+func (c *conn) downError(err error) error {
+	if permanent(err) {
+		return fmt.Errorf("ssh: %s: reconnect refused: %w", c.d.name, err)
 	}
-	if c.client == nil {
-		var hke *HostKeyError
-		var ae *AuthError
-		if errors.As(c.downErr, &hke) || errors.As(c.downErr, &ae) {
-			// Not "unavailable": retrying cannot fix a refused host key
-			// or key, so callers must see it.
-			return nil, fmt.Errorf("ssh: %s: reconnect refused: %w", c.d.name, c.downErr)
-		}
-		return nil, fmt.Errorf("ssh: %s: %w: connection down, reconnecting: %v", c.d.name, env.ErrUnavailable, c.downErr)
-	}
-	return c.client, nil
+	return fmt.Errorf("ssh: %s: %w: connection down, reconnecting: %v", c.d.name, env.ErrUnavailable, err)
 }
 
 // waitUp blocks until a connection is established or ctx is done.
 func (c *conn) waitUp(ctx context.Context) error {
-	c.mu.Lock()
-	up := c.up
-	c.mu.Unlock()
-	select {
-	case <-up:
-		return nil
-	case <-c.ctx.Done():
-		return fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		st := c.state()
+		switch {
+		case st.closed:
+			return fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
+		case st.client != nil:
+			return nil
+		}
+		select {
+		case <-st.changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -259,11 +277,9 @@ func (c *conn) kick(client *xssh.Client) {
 func (c *conn) setDown(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client != nil {
-		c.up = make(chan struct{})
-	}
 	c.client = nil
 	c.downErr = err
+	c.notifyLocked()
 }
 
 func (c *conn) setUp(client *xssh.Client) bool {
@@ -274,7 +290,7 @@ func (c *conn) setUp(client *xssh.Client) bool {
 	}
 	c.client = client
 	c.downErr = nil
-	close(c.up)
+	c.notifyLocked()
 	return true
 }
 
@@ -399,6 +415,7 @@ func (c *conn) Close() error {
 	c.closed = true
 	client := c.client
 	c.client = nil
+	c.notifyLocked()
 	c.mu.Unlock()
 	c.cancel()
 	if client != nil {
@@ -406,6 +423,58 @@ func (c *conn) Close() error {
 	}
 	c.wg.Wait()
 	return nil
+}
+
+// openSession opens a session on the live connection. When the
+// connection is down, or turns out dead when the session is opened, the
+// script has not been sent, so waiting is safe: it waits up to
+// Options.ReconnectWait for the supervisor to reconnect before giving up
+// with env.ErrUnavailable. A reconnect refused for good (host key, keys)
+// is returned as soon as it is known.
+func (c *conn) openSession(ctx context.Context) (*xssh.Client, *xssh.Session, error) {
+	var timeout <-chan time.Time
+	if c.d.opts.ReconnectWait > 0 {
+		t := time.NewTimer(c.d.opts.ReconnectWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var dead *xssh.Client // a client that failed; wait for its successor
+	var lastErr error
+	for {
+		st := c.state()
+		switch {
+		case st.closed:
+			return nil, nil, fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
+		case st.client != nil && st.client != dead:
+			sess, err := c.newSession(ctx, st.client)
+			if err == nil {
+				return st.client, sess, nil
+			}
+			var oce *xssh.OpenChannelError
+			switch {
+			case ctx.Err() != nil:
+				return nil, nil, fmt.Errorf("ssh: %s: open session: %w", c.d.name, ctx.Err())
+			case errors.As(err, &oce):
+				return nil, nil, fmt.Errorf("ssh: %s: open session: %w: %w", c.d.name, env.ErrUnavailable, err)
+			}
+			dead, lastErr = st.client, fmt.Errorf("connection lost: %w", err)
+		case st.client == nil:
+			if permanent(st.downErr) {
+				return nil, nil, c.downError(st.downErr)
+			}
+			lastErr = st.downErr
+		}
+		if timeout == nil {
+			return nil, nil, c.downError(lastErr)
+		}
+		select {
+		case <-st.changed:
+		case <-timeout:
+			return nil, nil, c.downError(lastErr)
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("ssh: %s: waiting for the connection: %w", c.d.name, ctx.Err())
+		}
+	}
 }
 
 // newSession opens a session, retrying for a while when the server
@@ -461,21 +530,13 @@ func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout,
 	// after a cancellation may be later than Exec returns.
 	releaseSlot := func() { <-c.sessions }
 
-	client, err := c.current()
-	if err != nil {
-		releaseSlot()
-		return -1, err
-	}
 	unavailable := func(what string, err error) (int, error) {
 		return -1, fmt.Errorf("ssh: %s: %s: %w: %w", c.d.name, what, env.ErrUnavailable, err)
 	}
-	sess, err := c.newSession(ctx, client)
+	client, sess, err := c.openSession(ctx)
 	if err != nil {
 		releaseSlot()
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("ssh: %s: open session: %w", c.d.name, ctx.Err())
-		}
-		return unavailable("open session", err)
+		return -1, err
 	}
 
 	if stdout == nil {

@@ -59,6 +59,12 @@ type Options struct {
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 
+	// ReconnectWait is how long an Exec waits for a dropped connection to
+	// come back before failing with env.ErrUnavailable (default 3s;
+	// negative: fail at once). Nothing has been sent to the host then, so
+	// the wait never runs a script twice.
+	ReconnectWait time.Duration
+
 	// MaxSessions is how many sessions are open on the connection at once
 	// (default 10, OpenSSH's MaxSessions); more Execs queue.
 	MaxSessions int
@@ -97,6 +103,9 @@ func (o Options) withDefaults() (Options, string, error) {
 	}
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = o.ReconnectMin
+	}
+	if o.ReconnectWait == 0 {
+		o.ReconnectWait = 3 * time.Second
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 10

@@ -464,11 +464,32 @@ func TestReconnectAfterClientSideCut(t *testing.T) {
 	}
 }
 
+// An Exec issued right after a drop waits for the reconnect (nothing was
+// sent yet, so this is safe) instead of failing.
+func TestExecWaitsForReconnect(t *testing.T) {
+	srv := sshtest.Start(t)
+	d := &recordingDialer{}
+	opts := serverOptions(t, srv)
+	opts.Dial = d.Dial
+	opts.ReconnectMin = 20 * time.Millisecond
+	opts.ReconnectWait = 60 * time.Second
+	tr := dialServer(t, srv, opts)
+	run(t, tr, "true", nil)
+	d.last().Close()
+	if out, _, _ := run(t, tr, "echo waited", nil); out != "waited\n" {
+		t.Fatalf("got %q", out)
+	}
+	if d.dialCount() != 2 {
+		t.Fatalf("%d dials, want 2", d.dialCount())
+	}
+}
+
 func TestExecDuringDropIsUnavailable(t *testing.T) {
 	srv := sshtest.Start(t)
 	opts := serverOptions(t, srv)
 	opts.ReconnectMin = 50 * time.Millisecond
 	opts.ReconnectMax = 100 * time.Millisecond
+	opts.ReconnectWait = -1 // fail at once
 	tr := dialServer(t, srv, opts)
 	srv.Stop()
 	// Until the supervisor notices, an Exec may fail on the dead

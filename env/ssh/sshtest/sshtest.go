@@ -301,6 +301,17 @@ func (s *Server) Restart(t testing.TB) {
 	t.Fatalf("sshtest: restart sshd on port %d: %v", s.Port, err)
 }
 
+// RotateHostKeys gives the server new host keys and restarts it, as a
+// reinstalled host or a man in the middle would present itself.
+// KnownHosts and HostKeys keep describing the old keys.
+func (s *Server) RotateHostKeys(t testing.TB) {
+	t.Helper()
+	for _, typ := range []string{"ed25519", "ecdsa"} {
+		writeHostKey(t, filepath.Join(s.Dir, "host_"+typ), typ)
+	}
+	s.Restart(t)
+}
+
 // sshdDescendants returns the PIDs of sshd processes below pid.
 func sshdDescendants(pid int) []int {
 	entries, err := os.ReadDir("/proc")
