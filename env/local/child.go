@@ -171,6 +171,9 @@ func (c *child) wait() {
 	// valid for the whole life of the leader.
 	c.out.closeFile()
 	close(c.finished)
+	if c.released.Load() {
+		c.env.forget(c)
+	}
 	c.cleanupTree()
 }
 
@@ -334,14 +337,20 @@ func (c *child) Ref() (env.Ref, error) {
 
 // Release drops the handle. The process keeps running; a goroutine stays
 // to reap it (a zombie would otherwise remain until the supervisor exits),
-// and its output is discarded.
+// its output is discarded, and Env.Close still kills it.
 func (c *child) Release() error {
 	if !c.released.CompareAndSwap(false, true) {
 		return nil
 	}
 	c.out.discard()
 	c.in.closeFile()
-	c.env.forget(c)
+	// A released process that still runs stays known to the Env until it
+	// ends: nobody else can stop it, so Env.Close must.
+	select {
+	case <-c.finished:
+		c.env.forget(c)
+	default:
+	}
 	go func() {
 		<-c.finished
 		c.tree.cleanup()

@@ -46,7 +46,7 @@ type detached struct {
 }
 
 func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, error) {
-	exe, err := os.Executable()
+	exe, err := shimExecutable()
 	if err != nil {
 		return nil, fmt.Errorf("local: start detached: find own executable for the shim: %w", err)
 	}
@@ -566,3 +566,14 @@ func validID(id string) bool {
 // in pgroup+scan mode. A per-tree name (not a per-tree value) lets nested
 // supervisors each find their own tree: a descendant carries all the tags.
 const treeTagPrefix = "CORRAL_TREE_"
+
+// shimExecutable is the binary to re-execute as the shim: /proc/self/exe,
+// which names the running binary even after the file on disk was replaced
+// (an upgrade while the supervisor runs), else os.Executable.
+func shimExecutable() (string, error) {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self, nil
+	}
+	return os.Executable()
+}

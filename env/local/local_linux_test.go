@@ -677,3 +677,28 @@ func TestShimLost(t *testing.T) {
 		return err == nil && len(surv) == 0
 	})
 }
+
+// TestCloseKillsReleased: a non-detached process whose handle was
+// released can only be stopped by Env.Close, which must do it.
+func TestCloseKillsReleased(t *testing.T) {
+	e := newTestEnv(t, false)
+	p, err := e.Start(testCtx(t), env.Spec{Command: "sleep " + marker()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.(*child)
+	if err := p.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("Close returned while the released process still runs")
+	}
+	if c.status != env.Signaled(env.SIGKILL) {
+		t.Errorf("status %v, want SIGKILL", c.status)
+	}
+}

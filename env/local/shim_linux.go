@@ -86,7 +86,7 @@ func shimMain(v string) int {
 	case "1":
 		// Start the real shim and leave at once, so the supervisor reaps
 		// this stage and the shim is re-parented away from it.
-		self, err := os.Executable()
+		self, err := shimExecutable()
 		if err == nil {
 			cmd := exec.Command(self)
 			cmd.Env = append(os.Environ(), shimEnvVar+"=2:"+dir)
