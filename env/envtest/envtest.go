@@ -65,7 +65,10 @@ import (
 // with default deadlines".
 type Config struct {
 	// New returns a fresh Environment. It is called once per subtest, and
-	// again for the re-attach cases. Run closes what it returns.
+	// again for the re-attach cases, which attach from the second
+	// Environment to what the first one started: every Environment New
+	// returns must see the same sandbox (for env/local: the same
+	// StateDir). Run closes what it returns.
 	New func(t *testing.T) env.Environment
 
 	// PTY additionally runs the PTY variants (window size, resize, exit

@@ -17,6 +17,7 @@ var ptyCases = []testCase{
 	{"KillGrandchild", func(t *testing.T, s *suite) { s.ptyTree(t, "Grandchild") }},
 	{"KillDoubleForkDaemon", func(t *testing.T, s *suite) { s.ptyTree(t, "DoubleForkDaemon") }},
 	{"KillSetsidEscapee", func(t *testing.T, s *suite) { s.ptyTree(t, "SetsidEscapee") }},
+	{"Reattach", testPTYReattach},
 }
 
 // ptyEnv returns an Environment for a PTY case, or skips the test.
@@ -124,4 +125,67 @@ func testPTYResize(t *testing.T, s *suite) {
 		t.Errorf("status = %v, want killed by KILL", st)
 	}
 	s.waitProcs(t, e, false, m)
+}
+
+// testPTYReattach: a detached process on a terminal is picked up by a new
+// Environment; the attached handle resizes its terminal and sees its end.
+func testPTYReattach(t *testing.T, s *suite) {
+	e1 := s.ptyEnv(t)
+	caps := e1.Capabilities()
+	if !caps.ReattachPTY {
+		t.Skip("Capabilities.ReattachPTY is false")
+	}
+	m := NewMarker()
+	s.killMarkedAtCleanup(t, e1, m)
+	// The shell is marked by the no-op ": marker" in its own command line.
+	script := fmt.Sprintf(`: %s
+d=$(mktemp -d) || exit 99
+trap 'echo "size=$(stty size </dev/tty)"' WINCH
+echo "gate=$d/go"
+while [ ! -e "$d/go" ]; do sleep 0.2 2>/dev/null || sleep 1; done
+rm -rf "$d"
+exit 4`, m)
+	p1 := s.start(t, e1, env.Spec{Command: script, PTY: &env.WindowSize{Rows: 24, Cols: 80}, Detach: true})
+	w := s.watch(t, p1, 0)
+	head := s.waitFor(t, w, "\n")
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	gate, ok := bytes.CutPrefix(bytes.TrimSuffix(line, []byte("\r")), []byte("gate="))
+	if !ok {
+		t.Fatalf("first line = %q, want gate=...", line)
+	}
+	ref, err := p1.Ref()
+	if err != nil {
+		t.Fatalf("Ref: %v", err)
+	}
+	w.Close()
+	if err := p1.Release(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := e1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e2 := s.newEnv(t)
+	s.killMarkedAtCleanup(t, e2, m)
+	p2, err := e2.Attach(s.ctx(t), ref)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	t.Cleanup(func() { s.reap(t, p2) })
+	w2 := s.watch(t, p2, 0)
+	if caps.Resize {
+		if err := p2.Resize(s.ctx(t), env.WindowSize{Rows: 41, Cols: 99}); err != nil {
+			t.Fatalf("Resize through the attached handle: %v", err)
+		}
+		s.waitFor(t, w2, "size=41 99")
+	}
+	s.sh(t, e2, "touch "+shellQuote(string(gate)))
+	if st := s.wait(t, p2); st != env.Exited(4) {
+		t.Errorf("status = %v, want exit status 4", st)
+	}
+	if out := s.waitEOF(t, w2); !bytes.HasPrefix(out, head) {
+		t.Errorf("attached output %q does not start with what the first handle read, %q", clip(out), head)
+	}
+	if err := p2.Remove(s.ctx(t)); err != nil {
+		t.Errorf("Remove: %v", err)
+	}
 }
