@@ -26,7 +26,14 @@
 // PID and process group cannot be reused under it; every other PID is
 // opened as a pidfd, re-checked (cgroup membership or tag) through /proc,
 // and signalled through the pidfd. A re-attached process is identified by
-// the start time (field 22 of /proc/PID/stat) recorded when it started.
+// the start time (field 22 of /proc/PID/stat) recorded when it started;
+// for it, kill(-pgid) in pgroup+scan mode follows that check, and the
+// microseconds between the two are the one window left (a whole group
+// dying and its number being reused for a new group in that instant).
+//
+// Signal after the leader exited returns env.ErrExited, and still delivers
+// the signal to what is left of the tree (descendants that outlived the
+// leader), so a caller cleaning up can reach them.
 //
 // # Output
 //
@@ -37,6 +44,12 @@
 // process exits, output still arriving from descendants holding the pipe or
 // terminal is collected for OutputGrace (1 s, at most 8 MiB) and the
 // stream then ends, so a background grandchild never makes a reader hang.
+// What the process itself wrote is never cut off by the grace: whatever
+// the pipe or terminal holds when the grace ends is still delivered.
+//
+// Env.Close kills every non-detached process — also those whose handle
+// was released, which nothing else could stop — and returns once their
+// trees are gone (bounded at 10 s).
 //
 // # Detached processes
 //
@@ -52,6 +65,18 @@
 // status atomically as JSON. Any supervisor can then Attach with the Ref,
 // read the output from any offset, and get the real status — an exit code
 // and a signal are never confused, since the shim reads the raw wait status.
+// Readers of the log and Wait wake on inotify events of the directory
+// (falling back to adaptive polling), and at least every 500 ms, which is
+// how a shim that died without recording the exit is noticed: Wait then
+// fails with an error naming the shim instead of hanging. A detached
+// stream ends once the exit is recorded and the log read to its end;
+// output descendants append later is in the log for the next Output.
+//
+// The shim is not in the command's cgroup or process group, so a tree kill
+// never ends it; it stays in the supervisor's cgroup (a service manager
+// that kills the supervisor's whole cgroup ends detached processes too).
+// A Ref is validated strictly on Attach: its directory must be exactly
+// <StateDir>/<id>, and the recorded PID and start time must match.
 //
 // The process directory holds: shim.json (what to run), state.json (PIDs,
 // start times, cgroup, tag), log, exit, stdin (FIFO), stdin.closed (the
