@@ -171,11 +171,14 @@ func checkDir(dir string) error {
 }
 
 // commandEnv is the environment a command gets: the filtered base plus
-// spec.Env (later entries win; os/exec removes the duplicates).
+// spec.Env (later entries win; os/exec removes the duplicates). The shim
+// variable is never passed on, even when a Spec names it: it would turn a
+// corral binary run by the command into a shim.
 func (e *Env) commandEnv(spec env.Spec) []string {
 	out := make([]string, 0, len(e.baseEnv)+len(spec.Env)+1)
 	out = append(out, e.baseEnv...)
-	return append(out, spec.Env...)
+	out = append(out, spec.Env...)
+	return dropVars(out, func(name string) bool { return name == shimEnvVar })
 }
 
 // Attach re-attaches to a detached process from its Ref.

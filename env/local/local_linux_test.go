@@ -155,7 +155,7 @@ func TestSecretFiltering(t *testing.T) {
 	}
 	defer e.Close()
 	for _, spec := range []env.Spec{
-		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}},
+		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok", shimEnvVar + "=1:/tmp"}},
 		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}, PTY: &env.WindowSize{Rows: 24, Cols: 200}},
 	} {
 		out := readAll(t, start(t, e, spec), 0)
@@ -174,7 +174,7 @@ func TestSecretFiltering(t *testing.T) {
 		}
 	}
 	// Detached commands get the same environment through the shim.
-	out := readAll(t, start(t, e, env.Spec{Command: "env", Env: []string{"BAR_SECRET=explicit_ok"}, Detach: true}), 0)
+	out := readAll(t, start(t, e, env.Spec{Command: "env", Env: []string{"BAR_SECRET=explicit_ok", shimEnvVar + "=1:/tmp"}, Detach: true}), 0)
 	if strings.Contains(out, "ghp_leak") || strings.Contains(out, shimEnvVar) || !strings.Contains(out, "BAR_SECRET=explicit_ok") || !strings.Contains(out, "ALLOWED_TOKEN=allowed_ok") {
 		t.Errorf("detached environment wrong:\n%s", out)
 	}
