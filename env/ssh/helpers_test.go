@@ -28,6 +28,8 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
 type tWriter struct {
 	mu sync.Mutex
 	t  testing.TB

@@ -1,0 +1,177 @@
+package ssh
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+// Benchmarks against a real sshd on 127.0.0.1:
+//
+//	BenchmarkSSHTrue/corral          `true` run in the foreground through the
+//	                                 Environment (Start, read output, Wait) over
+//	                                 the persistent connection
+//	BenchmarkSSHTrue/baseline        `ssh -S SOCK host true` through a warm
+//	                                 OpenSSH ControlMaster
+//	BenchmarkSSHTrueNewConn/corral   the same corral run
+//	BenchmarkSSHTrueNewConn/baseline `ssh -o ControlMaster=no host true`, a new
+//	                                 connection each time
+//	BenchmarkSSHTransportExec        one Transport.Exec of `true`: the cost of
+//	                                 one session on the shared connection
+//
+// The corral runs also report exit-detect-ms: the median time from the
+// command's last action (it prints the clock, then exits) to Wait
+// returning, measured on the one clock of this machine.
+
+func benchServer(b *testing.B) (*sshtest.Server, Options) {
+	srv := sshtest.Start(b)
+	return srv, Options{
+		ConfigFile:      "none",
+		Home:            b.TempDir(),
+		KnownHostsFiles: []string{srv.KnownHosts},
+		IdentityFiles:   []string{srv.ClientKey},
+		AgentSocket:     "none",
+		BaseDir:         b.TempDir() + "/state",
+		Logger:          discardLogger(),
+	}
+}
+
+func BenchmarkSSHTrue(b *testing.B) {
+	srv, opts := benchServer(b)
+	b.Run("corral", func(b *testing.B) { benchCorralTrue(b, srv, opts) })
+	b.Run("baseline", func(b *testing.B) {
+		sock := startControlMaster(b, srv)
+		benchCommand(b, "ssh", "-F", srv.SSHConfig, "-S", sock, srv.Alias, "true")
+	})
+}
+
+func BenchmarkSSHTrueNewConn(b *testing.B) {
+	srv, opts := benchServer(b)
+	b.Run("corral", func(b *testing.B) { benchCorralTrue(b, srv, opts) })
+	b.Run("baseline", func(b *testing.B) {
+		benchCommand(b, "ssh", "-F", srv.SSHConfig, "-o", "ControlMaster=no", "-o", "ControlPath=none", srv.Alias, "true")
+	})
+}
+
+func BenchmarkSSHTransportExec(b *testing.B) {
+	srv, opts := benchServer(b)
+	ctx := context.Background()
+	tr, err := Dial(ctx, srv.Target(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		if code, err := tr.Exec(ctx, "true", nil, io.Discard, nil); err != nil || code != 0 {
+			b.Fatalf("Exec: %d %v", code, err)
+		}
+	}
+}
+
+func benchCorralTrue(b *testing.B, srv *sshtest.Server, opts Options) {
+	ctx := context.Background()
+	e, err := Open(ctx, srv.Target(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	// `true` is a builtin; printing the clock first lets the benchmark
+	// measure exit detection, at the cost of one more builtin.
+	spec := env.Spec{Command: "date +%s%N; true"}
+	var detect []float64
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := e.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := p.Wait(ctx)
+		waited := time.Now()
+		if err != nil || !st.Success() {
+			b.Fatalf("Wait: %v %v", st, err)
+		}
+		rc, err := p.Output(ctx, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil {
+			detect = append(detect, float64(waited.Sub(time.Unix(0, ns)))/1e6)
+		}
+		if err := p.Remove(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if len(detect) > 0 {
+		slices.Sort(detect)
+		b.ReportMetric(detect[len(detect)/2], "exit-detect-ms")
+	}
+}
+
+// benchCommand runs an OpenSSH client command per iteration.
+func benchCommand(b *testing.B, name string, args ...string) {
+	if _, err := exec.LookPath(name); err != nil {
+		b.Skipf("%s not installed: %v", name, err)
+	}
+	for b.Loop() {
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// startControlMaster starts `ssh -M -N` as a child of the benchmark (not
+// -f, so it stays ours to stop) and waits until its socket answers.
+func startControlMaster(b *testing.B, srv *sshtest.Server) string {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		b.Skipf("ssh not installed: %v", err)
+	}
+	sock := filepath.Join(b.TempDir(), "cm.sock")
+	cmd := exec.Command("ssh", "-F", srv.SSHConfig, "-M", "-N", "-S", sock, "-o", "ControlPersist=no", srv.Alias)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			if exec.Command("ssh", "-F", srv.SSHConfig, "-S", sock, "-O", "check", srv.Alias).Run() == nil {
+				return sock
+			}
+		}
+		select {
+		case <-done:
+			b.Fatal("ssh ControlMaster exited at start")
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("ssh ControlMaster did not come up within 30s")
+		}
+	}
+}
