@@ -83,10 +83,9 @@ func run(t testing.TB, tr *Transport, script string, stdin io.Reader) (string, s
 // recordingDialer remembers every TCP connection it opens, so a test can
 // cut them from the client side.
 type recordingDialer struct {
-	mu     sync.Mutex
-	conns  []*freezableConn
-	dials  int
-	freeze bool // new connections start frozen
+	mu    sync.Mutex
+	conns []*freezableConn
+	dials int
 }
 
 func (d *recordingDialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
