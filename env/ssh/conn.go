@@ -441,6 +441,11 @@ func (c *conn) openSession(ctx context.Context) (*xssh.Client, *xssh.Session, er
 	var dead *xssh.Client // a client that failed; wait for its successor
 	var lastErr error
 	for {
+		if err := ctx.Err(); err != nil {
+			// Checked before anything is sent: a cancelled Exec never
+			// runs its script.
+			return nil, nil, fmt.Errorf("ssh: %s: exec: %w", c.d.name, err)
+		}
 		st := c.state()
 		switch {
 		case st.closed:

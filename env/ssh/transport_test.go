@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -124,6 +125,52 @@ type signalWriter struct {
 func (w *signalWriter) Write(p []byte) (int, error) {
 	w.once.Do(func() { close(w.ch) })
 	return len(p), nil
+}
+
+// With every session slot taken, a further Exec waits for a slot and does
+// not open a session of its own.
+func TestExecQueuesWhenSessionsAreTaken(t *testing.T) {
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.MaxSessions = 2
+	tr := dialServer(t, srv, opts)
+
+	release := make(chan struct{})
+	var holders sync.WaitGroup
+	for i := range 2 {
+		holders.Add(1)
+		started := make(chan struct{})
+		go func() {
+			defer holders.Done()
+			// Holds its slot until stdin reaches EOF.
+			pr, pw := io.Pipe()
+			go func() {
+				<-release
+				pw.Close()
+			}()
+			if _, err := tr.Exec(context.Background(), "echo up; cat >/dev/null", pr, &signalWriter{ch: started}, nil); err != nil {
+				t.Errorf("holder %d: %v", i, err)
+			}
+		}()
+		<-started
+	}
+
+	marker := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := tr.Exec(ctx, "touch "+marker, nil, nil, nil)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "wait for a free session") {
+		t.Errorf("Exec with all slots taken: %v, want it to wait for a free session", err)
+	}
+	close(release)
+	holders.Wait()
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the queued script ran: %v", err)
+	}
+	// Slots are free again.
+	if out, _, _ := run(t, tr, "echo free", nil); out != "free\n" {
+		t.Fatalf("got %q", out)
+	}
 }
 
 func TestSessionsQueueBeyondMaxSessions(t *testing.T) {
