@@ -73,13 +73,14 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/corral ./cmd/corral
 	@echo "built bin/corral ($(VERSION))"
 
-## bench: run every package's benchmarks and print the corral-vs-baseline table
+## bench: run every package's benchmarks and print the corral-vs-baseline table.
+# -p 1: packages one at a time, so benchmarks do not compete for the CPUs.
 bench:
 	@mkdir -p bin
 	$(GO) build -o bin/benchtab ./internal/benchtab/cmd/benchtab
 	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | xargs -n1 dirname | sort -u)"; \
 	echo "benchmarking: $$pkgs"; \
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $$pkgs | tee bin/bench.txt; \
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $$pkgs | tee bin/bench.txt; \
 	echo; bin/benchtab < bin/bench.txt
 
 clean:
