@@ -86,10 +86,11 @@ case $r in "ok "*) echo "$r" ;; *) echo "nostart $r" ;; esac
 // is a small shell (the "parent") that runs it in the foreground (through
 // a subshell's exec, so setsid never forks: busybox ash may run applets
 // in-process) and that the wrapper stops (SIGSTOP) right after the command
-// started, so it cannot reap. The command itself first
-// spins until its parent is stopped (the "gate"), so even an instant exit
-// is kept. After reading the status the wrapper resumes the parent, which
-// reaps the command and exits.
+// started, so it cannot reap. The command itself first waits until its
+// parent is stopped (the "gate": a brief spin, then 1ms sleeps, so a loaded
+// machine still lets the wrapper run), so even an instant exit is kept.
+// After reading the status the wrapper resumes the parent, which reaps the
+// command and exits.
 const wrapperBody = pstatFunc + `set -f
 d=$1 wd=$2 si=$3 tag=$4 sh=$5 cmd=$6
 shift 6
@@ -100,11 +101,12 @@ G='cmd=$1 sh=$2 wd=$3 d=$4
 s=; read -r s </proc/$$/stat; set -- ${s##*) }
 echo "$$ ${20}" >"$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid" || exit 125
 n=0
-while [ $n -lt 1000000 ]; do
+while [ $n -lt 5000 ]; do
 	s=; read -r s 2>/dev/null </proc/$PPID/stat || [ -n "$s" ] || break
 	set -- ${s##*) }
 	[ "$1" = T ] && break
 	n=$((n+1))
+	if [ $n -gt 200 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 done
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
 exec "$sh" -c "$cmd"'
