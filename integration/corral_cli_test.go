@@ -303,6 +303,16 @@ func TestCorralRun(t *testing.T) {
 		cliRequireOneLine(t, r.stderr, "nope")
 	})
 
+	t.Run("unreachable ssh host exits 125", func(t *testing.T) {
+		t.Parallel()
+		// Port 1 on loopback: nothing listens, the connection is refused.
+		r := runCorral(t, bin, nil, "run", "--backend", "ssh://corral@127.0.0.1:1", "--", "true")
+		if r.code != 125 {
+			t.Fatalf("exit %d stderr %q, want 125", r.code, r.stderr)
+		}
+		cliRequireOneLine(t, r.stderr, "ssh://corral@127.0.0.1:1")
+	})
+
 	t.Run("stdin only with --stdin", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, strings.NewReader("hello\nworld\n"), "run", "--stdin", "--", "tr a-z A-Z")

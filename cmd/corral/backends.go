@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/docker"
 	"github.com/corralhq/corral/env/local"
+	"github.com/corralhq/corral/env/ssh"
 )
 
 // This file is the one place where backend targets are resolved to
@@ -16,17 +18,30 @@ import (
 // defaultBackend is used when --backend is not given.
 const defaultBackend = "local"
 
+// backendHelp lists the targets this build accepts, for flag help and
+// error messages.
+const backendHelp = `"local", "docker://CONTAINER", "docker-image://IMAGE[?options]" or "ssh://[user@]host[:port]"`
+
 // checkBackend rejects a --backend value this build cannot open, before
 // anything starts, so a typo is a usage error rather than a failed run.
+// What can only be checked by connecting (a missing container, an
+// unreachable host) fails later, in open.
 func checkBackend(target string) error {
+	scheme, _, hasScheme := strings.Cut(target, "://")
 	switch {
 	case target == "local":
 		return nil
 	case target == "":
-		return fmt.Errorf("--backend is empty: use \"local\"")
+		return fmt.Errorf("--backend is empty: use %s", backendHelp)
+	case hasScheme && (scheme == "docker" || scheme == "docker-image"):
+		if _, err := docker.ParseTarget(target); err != nil {
+			return fmt.Errorf("--backend %q: %w", target, err)
+		}
+		return nil
+	case hasScheme && scheme == "ssh":
+		return nil
 	default:
-		scheme, _, _ := strings.Cut(target, "://")
-		return fmt.Errorf("backend %q not available yet: this build supports only \"local\" (got scheme %q)", target, scheme)
+		return fmt.Errorf("backend %q not available: use %s", target, backendHelp)
 	}
 }
 
@@ -37,19 +52,31 @@ type backendOptions struct {
 	allowEnv []string
 }
 
-// open is the registry's Config.Open: it resolves a target such as
-// "local" (later "docker://web", "ssh://host") to an Environment.
+// open is the registry's Config.Open: it resolves a target to an
+// Environment. Sandboxes (containers, hosts) are configured the way their
+// own tools are: the Docker context and DOCKER_HOST, ~/.ssh/config,
+// known_hosts and the agent.
 func (b backendOptions) open(ctx context.Context, target string) (env.Environment, error) {
 	if err := checkBackend(target); err != nil {
 		return nil, err
 	}
-	switch target {
+	scheme, _, _ := strings.Cut(target, "://")
+	var (
+		e   env.Environment
+		err error
+	)
+	switch scheme {
 	case "local":
-		e, err := local.New(local.Options{AllowEnv: b.allowEnv})
-		if err != nil {
-			return nil, fmt.Errorf("open backend local: %w", err)
-		}
-		return e, nil
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
+	case "docker", "docker-image":
+		e, err = docker.Open(ctx, target, docker.Options{})
+	case "ssh":
+		e, err = ssh.Open(ctx, target, ssh.Options{})
+	default:
+		err = fmt.Errorf("no resolver")
 	}
-	return nil, fmt.Errorf("backend %q: no resolver", target)
+	if err != nil {
+		return nil, err // the registry adds the target
+	}
+	return e, nil
 }

@@ -79,7 +79,8 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{"env without =", []string{"run", "--env", "FOO", "--", "true"}, `--env "FOO": must be KEY=VALUE`},
 		{"env bad name", []string{"run", "--env", "1X=2", "--", "true"}, "variable name"},
 		{"allow-env bad name", []string{"run", "--allow-env", "A-B", "--", "true"}, `--allow-env "A-B"`},
-		{"unknown backend", []string{"run", "--backend", "docker://web", "--", "true"}, `backend "docker://web" not available yet`},
+		{"unknown backend", []string{"run", "--backend", "nowhere://web", "--", "true"}, `backend "nowhere://web" not available: use "local"`},
+		{"bad docker target", []string{"run", "--backend", "docker://bad name", "--", "true"}, `--backend "docker://bad name"`},
 		{"bad log level", []string{"--log-level", "loud", "version"}, "--log-level"},
 		{"version takes no args", []string{"version", "extra"}, "unknown command"},
 	}

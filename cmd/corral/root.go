@@ -76,8 +76,9 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 whole process trees (children, grandchildren, setsid escapees) so that nothing
 an agent started is left behind.
 
-Commands run through a backend: "local" (this machine) today; docker, ssh and
-plugin backends as they land.`,
+Commands run through a backend: "local" (this machine, the default), a Docker
+container ("docker://NAME", or a sandbox from "docker-image://IMAGE") or an SSH
+host ("ssh://user@host").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Without this, `corral` alone prints help and exits 0; a missing

@@ -99,7 +99,7 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.backend, "backend", defaultBackend, `where to run: "local" (docker, ssh and plugins later)`)
+	f.StringVar(&o.backend, "backend", defaultBackend, "where to run: "+backendHelp)
 	f.DurationVar(&o.timeout, "timeout", 0, "kill the tree after this long (e.g. 90s, 10m; 0 = no limit)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "kill the tree after this long without output (0 = no limit)")
 	f.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when killing")
