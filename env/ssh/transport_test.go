@@ -609,3 +609,31 @@ func TestReconnectRefusesChangedHostKey(t *testing.T) {
 		t.Fatalf("a refused host key must not look transient: %v", err)
 	}
 }
+
+// IdentitiesOnly keeps agent keys that match no identity file from being
+// offered.
+func TestIdentitiesOnlyFiltersAgentKeys(t *testing.T) {
+	srv := sshtest.Start(t)
+	dir := t.TempDir()
+	agentKey := sshtest.WriteKey(t, filepath.Join(dir, "agent_key"), "")
+	srv.Authorize(t, agentKey.Signer.PublicKey())
+	other := sshtest.WriteKey(t, filepath.Join(dir, "other"), "") // not authorized
+	sock := sshtest.StartAgent(t, agentKey.Private)
+
+	for _, only := range []string{"no", "yes"} {
+		cfg := writeTestFile(t, dir, "config_"+only, fmt.Sprintf(
+			"Host *\n  IdentitiesOnly %s\n  IdentityFile %s\n  IdentityAgent %s\n  UserKnownHostsFile %s\n",
+			only, other.Path, sock, srv.KnownHosts))
+		opts := Options{ConfigFile: cfg, Home: dir, Logger: testLogger(t)}
+		tr, err := Dial(context.Background(), srv.Target(), opts)
+		switch {
+		case only == "no" && err != nil:
+			t.Errorf("IdentitiesOnly no: the agent key should be offered: %v", err)
+		case only == "yes" && !errors.Is(err, ErrAuthFailed):
+			t.Errorf("IdentitiesOnly yes: %v, want ErrAuthFailed (agent key not offered)", err)
+		}
+		if tr != nil {
+			tr.Close()
+		}
+	}
+}
