@@ -89,6 +89,7 @@ func shimMain(v string) int {
 		self, err := shimExecutable()
 		if err == nil {
 			cmd := exec.Command(self)
+			cmd.Args = []string{"corral-shim"}
 			cmd.Env = append(os.Environ(), shimEnvVar+"=2:"+dir)
 			cmd.Stderr = os.Stderr
 			cmd.ExtraFiles = []*os.File{ready}

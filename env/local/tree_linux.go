@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/corralhq/corral/env"
 	"golang.org/x/sys/unix"
@@ -75,6 +76,7 @@ func findCgroup() (mount, rel string, err error) {
 	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", "", fmt.Errorf("create %s: %w", base, err)
 	}
+	sweepStaleCgroups(base)
 	probe := filepath.Join(base, "probe-"+newID())
 	if err := os.Mkdir(probe, 0o755); err != nil {
 		return "", "", fmt.Errorf("create %s: %w", probe, err)
@@ -84,6 +86,32 @@ func findCgroup() (mount, rel string, err error) {
 		return "", "", fmt.Errorf("no cgroup.kill (kernel older than 5.14?): %w", err)
 	}
 	return mount, filepath.Join(own, "corral"), nil
+}
+
+// staleCgroupAge is how old an empty process cgroup must be before New
+// removes it. A cgroup is empty between its creation and the start of its
+// process only for microseconds; one that is empty after a minute belongs
+// to a tree that ended while nobody was left to remove it (its members
+// outlived the leader and every handle).
+const staleCgroupAge = time.Minute
+
+// sweepStaleCgroups removes empty, stale process cgroups under base.
+// Removing an empty cgroup affects no process, and the kernel refuses to
+// remove a populated one.
+func sweepStaleCgroups(base string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !(validID(name) || strings.HasPrefix(name, "probe-")) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleCgroupAge {
+			_ = os.Remove(filepath.Join(base, name))
+		}
+	}
 }
 
 func cgroup2Mount() (mount, root string, err error) {
@@ -295,6 +323,12 @@ func (t *cgroupTree) survivors(bool) ([]int, error) {
 	pids, err := t.procs()
 	if err != nil {
 		return nil, err
+	}
+	if len(pids) == 0 {
+		// Nothing left: a tree that outlived its leader's cleanup is
+		// removed by whoever sees it empty first.
+		t.cleanup()
+		return nil, nil
 	}
 	live := pids[:0]
 	for _, pid := range pids {
