@@ -86,6 +86,14 @@
 //
 // PTY with Detach is unsupported (Capabilities.ReattachPTY is false).
 //
+// # Stdin on a terminal
+//
+// A terminal has no half-close: CloseStdin on a PTY writes the terminal's
+// EOF character (^D), which a reader in canonical mode sees as end of
+// input at the start of a line; a program that put the terminal in raw
+// mode just reads the byte. Without Spec.Stdin the terminal is still the
+// command's stdin (so isatty and stty work), but Write refuses.
+//
 // # Other systems
 //
 // darwin: process groups only (TreeKill "pgroup"), no Detach. windows: a Job
