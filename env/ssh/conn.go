@@ -173,8 +173,9 @@ func isAuthFailure(err error) bool {
 // conn is the one connection to a host that every process of an
 // Environment shares. A supervising goroutine sends keepalives and, when the
 // connection drops, reconnects with exponential backoff until Close. While
-// it is down, Exec fails fast with env.ErrUnavailable; the remote processes
-// are unaffected (they run under nohup with their output in files).
+// it is down, Exec waits up to Options.ReconnectWait and then fails with
+// env.ErrUnavailable; the remote processes are unaffected (they run under
+// nohup with their output in files).
 type conn struct {
 	d        *dialer
 	log      *slog.Logger

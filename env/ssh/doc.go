@@ -72,8 +72,10 @@
 // connection drops (keepalive, reset, server restart) it is re-established
 // in the background with jittered exponential backoff between
 // Options.ReconnectMin and ReconnectMax, for as long as the Environment is
-// open. Meanwhile [Transport.Exec] fails fast with env.ErrUnavailable, which
-// the engine retries; the remote processes are unaffected (they run under
+// open. Meanwhile [Transport.Exec] waits up to Options.ReconnectWait (only
+// while nothing has been sent, so no script runs twice) and then fails with
+// env.ErrUnavailable, which the engine retries for its idempotent
+// operations; the remote processes are unaffected (they run under
 // setsid and nohup with their output in files) and polling resumes from the
 // last offset, so output arrives complete and exit codes are right. A
 // reconnect refused for its host key or keys is not "unavailable": Exec
