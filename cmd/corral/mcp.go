@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/mcp"
+	"github.com/corralhq/corral/registry"
+)
+
+// mcpOptions are the flags of `corral mcp`.
+type mcpOptions struct {
+	backend   string
+	daemon    bool
+	http      string
+	tokenFile string
+	allowEnv  []string
+	maxOutput int
+}
+
+// mcpShutdownKill bounds the kill of the processes left running when the
+// MCP server ends.
+const mcpShutdownKill = 30 * time.Second
+
+const mcpLong = `Serve corral to an MCP client (a coding agent) as two tools: "terminal" runs
+shell commands in the foreground or background, "process" lists, polls, reads,
+waits for, kills and feeds stdin to them, and drains their events.
+
+By default the server speaks MCP over stdin/stdout (register "corral" with
+args ["mcp"] in the client's configuration; see docs/mcp.md) and hosts its own
+process registry: when the client disconnects, corral kills every process it
+started. With --http HOST:PORT it serves the streamable HTTP transport at
+http://HOST:PORT/mcp on a loopback address only, guarded by a bearer token read
+from --token-file or generated and printed on stderr.
+
+Diagnostics go to stderr, never to stdout (which carries the protocol).`
+
+func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var o mcpOptions
+	cmd := &cobra.Command{
+		Use:   "mcp [flags]",
+		Short: "Serve the terminal and process tools to an MCP client (stdio or loopback HTTP)",
+		Long:  mcpLong,
+		Example: `  corral mcp                                  # stdio, for an MCP client's config
+  corral mcp --backend docker://sandbox
+  corral mcp --http 127.0.0.1:8765 --token-file ~/.config/corral/token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMCP(cmd.Context(), o, stdin, stdout, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.backend, "backend", defaultBackend, "where commands run: "+backendHelp)
+	f.BoolVar(&o.daemon, "daemon", false, "share the registry of a running corral daemon (not available yet)")
+	f.StringVar(&o.http, "http", "", "serve streamable HTTP on this loopback HOST:PORT instead of stdio")
+	f.StringVar(&o.tokenFile, "token-file", "", "with --http: file holding the bearer token (default: generate one and print it on stderr)")
+	f.StringArrayVar(&o.allowEnv, "allow-env", nil, "pass this secret-looking variable of corral's environment on to commands (repeatable)")
+	f.IntVar(&o.maxOutput, "max-output", mcp.DefaultMaxOutput, "cap on the output bytes of one tool result (head and tail kept)")
+	return cmd
+}
+
+func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	if o.daemon {
+		return &exitError{code: exitCorralError, msg: "mcp: --daemon is not available yet: the corral daemon does not exist in this version; run corral mcp without --daemon, which hosts its own registry"}
+	}
+	if err := checkBackend(o.backend); err != nil {
+		return usageErrorf("mcp: %v", err)
+	}
+	if o.maxOutput <= 0 {
+		return usageErrorf("mcp: --max-output %d: use a positive number of bytes", o.maxOutput)
+	}
+	if o.tokenFile != "" && o.http == "" {
+		return usageErrorf("mcp: --token-file needs --http")
+	}
+	var token string
+	if o.http != "" {
+		if err := mcp.CheckLoopback(o.http); err != nil {
+			return usageErrorf("mcp: %v", err)
+		}
+		if o.tokenFile != "" {
+			t, err := mcp.ReadTokenFile(o.tokenFile)
+			if err != nil {
+				return usageErrorf("mcp: %v", err)
+			}
+			token = t
+		} else {
+			token = mcp.NewToken()
+		}
+	}
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	reg, err := registry.New(registry.Config{
+		Open:           backendOptions{allowEnv: o.allowEnv}.open,
+		DefaultBackend: o.backend,
+		Logger:         slog.Default(),
+	})
+	if err != nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
+	}
+	defer func() {
+		// This registry lives only as long as the server: nobody could
+		// find a process it leaves behind, so end them all, detached or
+		// not, before closing.
+		kctx, cancel := context.WithTimeout(context.Background(), mcpShutdownKill)
+		defer cancel()
+		if res, err := reg.KillAll(kctx, registry.KillAllOptions{}); err != nil {
+			slog.Warn("killing the processes left running", "killed", len(res), "err", err)
+		}
+		if err := reg.Close(); err != nil {
+			slog.Warn("closing the registry", "err", err)
+		}
+	}()
+
+	srv, err := mcp.New(mcp.Config{Registry: reg, Backend: o.backend, MaxOutput: o.maxOutput,
+		Version: readBuildInfo().Version, Logger: slog.Default()})
+	if err != nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
+	}
+	defer srv.Close()
+
+	if o.http == "" {
+		t := &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+		if err := srv.Run(ctx, t); err != nil {
+			return &exitError{code: exitCorralError, msg: err.Error()}
+		}
+		return nil
+	}
+	return serveMCPHTTP(ctx, srv, o.http, token, o.tokenFile != "", stderr)
+}
+
+func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr, token string, fromFile bool, stderr io.Writer) error {
+	h, err := srv.HTTPHandler(token)
+	if err != nil {
+		return usageErrorf("mcp: %v", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: listen on %s: %v", addr, err)}
+	}
+	url := "http://" + ln.Addr().String() + mcp.HTTPPath
+	if fromFile {
+		fmt.Fprintf(stderr, "corral mcp: serving %s (bearer token from the token file)\n", url)
+	} else {
+		fmt.Fprintf(stderr, "corral mcp: serving %s with bearer token %s\n", url, token)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: serve %s: %v", url, err)}
+	case <-ctx.Done():
+	}
+	// Sessions hold long-lived streams; end them before waiting for the
+	// handlers.
+	_ = srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = hs.Close()
+	}
+	<-errc
+	return nil
+}
+
+// nopWriteCloser keeps the MCP transport from closing corral's stdout.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

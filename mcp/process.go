@@ -1,0 +1,322 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
+)
+
+// Process tool actions.
+var processActions = []string{"list", "poll", "log", "wait", "kill", "write", "submit", "close", "events"}
+
+// Defaults of the process tool.
+const (
+	// DefaultWaitTimeout bounds a wait that sets no timeout, so the
+	// agent's turn is never stuck on a process that does not end.
+	DefaultWaitTimeout = 60 * time.Second
+	// MaxWaitTimeout bounds any wait or events long-poll.
+	MaxWaitTimeout = 30 * time.Minute
+	// DefaultEventLimit is how many events one events call returns.
+	DefaultEventLimit = 50
+)
+
+// ProcessInput are the arguments of the process tool.
+type ProcessInput struct {
+	Action  string    `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
+	ID      string    `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits) or a unique prefix of at least 4 hex digits. Required for every action except list and events."`
+	Data    string    `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
+	Timeout *Duration `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
+	Offset  *int64    `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
+	Limit   int       `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
+	Signal  string    `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, KILL, or a number; SIGKILL follows after grace."`
+	Grace   *Duration `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
+}
+
+// ListResult is the result of action list.
+type ListResult struct {
+	Processes []registry.Info `json:"processes"`
+}
+
+// PollResult is the result of actions poll and wait: registry.Info plus
+// the output since the cursor, stripped and capped.
+type PollResult struct {
+	registry.Info
+	Output       string `json:"output"`
+	Truncated    bool   `json:"truncated,omitempty"`
+	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
+	// Offset is where Output starts; Next is the offset of the following
+	// poll.
+	Offset int64 `json:"offset"`
+	Next   int64 `json:"next"`
+	// WaitTimedOut: wait's timeout elapsed with the process still running.
+	WaitTimedOut bool `json:"wait_timed_out,omitempty"`
+}
+
+// LogResult is registry.LogResult with stripped lines, capped in bytes.
+type LogResult struct {
+	registry.LogResult
+	// Truncated: lines were left out to respect the byte cap; NextOffset
+	// is the line to ask for next.
+	Truncated  bool `json:"truncated,omitempty"`
+	NextOffset int  `json:"next_offset,omitempty"`
+}
+
+// StdinResult is the result of write, submit and close.
+type StdinResult struct {
+	ID     string         `json:"id"`
+	State  registry.State `json:"state"`
+	Action string         `json:"action"`
+	Bytes  int            `json:"bytes,omitempty"`
+}
+
+// EventsResult is the result of action events.
+type EventsResult struct {
+	Events []registry.Event `json:"events"`
+	// Dropped counts events lost because they were not drained in time.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in ProcessInput) (*sdk.CallToolResult, any, error) {
+	for _, d := range []struct {
+		name string
+		v    *Duration
+	}{{"timeout", in.Timeout}, {"grace", in.Grace}} {
+		if d.v != nil && d.v.D < 0 {
+			return nil, nil, fmt.Errorf("%q is negative (%s): give seconds >= 0 or a duration string such as \"30s\"", d.name, d.v.D)
+		}
+	}
+	if in.Offset != nil && *in.Offset < 0 {
+		return nil, nil, fmt.Errorf("\"offset\" is negative (%d): use 0 or more", *in.Offset)
+	}
+	if in.Limit < 0 {
+		return nil, nil, fmt.Errorf("\"limit\" is negative (%d): use 1 or more, or leave it out", in.Limit)
+	}
+	switch in.Action {
+	case "list", "events":
+	case "":
+		return nil, nil, fmt.Errorf(`"action" is required: one of %s`, strings.Join(processActions, ", "))
+	default:
+		if !contains(processActions, in.Action) {
+			return nil, nil, fmt.Errorf("unknown action %q: use one of %s", in.Action, strings.Join(processActions, ", "))
+		}
+		if in.ID == "" {
+			return nil, nil, fmt.Errorf(`action %s needs "id": the process id from terminal or from action list`, in.Action)
+		}
+	}
+	se := s.session(req.Session)
+	if se == nil {
+		return nil, nil, errors.New("the server is shutting down")
+	}
+	var (
+		out any
+		err error
+	)
+	switch in.Action {
+	case "list":
+		out = ListResult{Processes: s.reg.List(registry.ListOptions{All: true})}
+	case "poll":
+		out, err = s.poll(ctx, se, in, false)
+	case "wait":
+		timeout := DefaultWaitTimeout
+		if in.Timeout != nil {
+			timeout = min(in.Timeout.D, MaxWaitTimeout)
+		}
+		waitTimedOut := false
+		if _, err = s.reg.Wait(ctx, in.ID, max(timeout, time.Millisecond)); errors.Is(err, registry.ErrWaitTimeout) {
+			waitTimedOut, err = true, nil
+		}
+		if err == nil {
+			out, err = s.poll(ctx, se, in, waitTimedOut)
+		}
+	case "log":
+		out, err = s.logLines(ctx, in)
+	case "kill":
+		out, err = s.kill(ctx, in)
+	case "write", "submit", "close":
+		out, err = s.stdin(ctx, in)
+	case "events":
+		out, err = s.drainEvents(ctx, se, in)
+	}
+	if err != nil {
+		return nil, nil, toolError(in.Action, err)
+	}
+	return nil, out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// poll reads output since the session's cursor (or in.Offset) and
+// advances the cursor.
+func (s *Server) poll(ctx context.Context, se *session, in ProcessInput, waitTimedOut bool) (PollResult, error) {
+	id, err := s.reg.Resolve(in.ID)
+	if err != nil {
+		return PollResult{}, err
+	}
+	since := se.cursor(id)
+	if in.Offset != nil {
+		since = *in.Offset
+	}
+	pr, err := s.reg.Poll(ctx, id, since)
+	if err != nil {
+		return PollResult{}, err
+	}
+	out := render(pr.Output, pr.OmittedAt, pr.OmittedBytes, s.cfg.MaxOutput)
+	se.setCursor(id, pr.Next)
+	return PollResult{
+		Info:         pr.Info,
+		Output:       out.Text,
+		Truncated:    out.Omitted > 0,
+		OmittedBytes: out.Omitted,
+		Offset:       min(since, pr.Next),
+		Next:         pr.Next,
+		WaitTimedOut: waitTimedOut,
+	}, nil
+}
+
+func (s *Server) logLines(ctx context.Context, in ProcessInput) (LogResult, error) {
+	opts := registry.LogOptions{Limit: in.Limit, Strip: true}
+	if in.Offset != nil {
+		if *in.Offset > 1<<31 {
+			return LogResult{}, fmt.Errorf("%w: log offset %d is a line number and too large", registry.ErrInvalidOptions, *in.Offset)
+		}
+		opts.Offset = int(*in.Offset)
+	}
+	lr, err := s.reg.Log(ctx, in.ID, opts)
+	if err != nil {
+		return LogResult{}, err
+	}
+	res := LogResult{LogResult: lr}
+	budget := s.cfg.MaxOutput
+	for i, line := range lr.Lines {
+		line = strings.ToValidUTF8(line, "\uFFFD")
+		lr.Lines[i] = line
+		budget -= len(line) + 1
+		if budget < 0 && i > 0 {
+			res.Lines = lr.Lines[:i]
+			res.Truncated = true
+			res.NextOffset = lr.Offset + i
+			break
+		}
+		if budget < 0 {
+			// A single line longer than the cap: keep its head and tail.
+			res.Lines[0] = render([]byte(line), 0, 0, s.cfg.MaxOutput).Text
+		}
+	}
+	if res.Lines == nil {
+		res.Lines = []string{}
+	}
+	return res, nil
+}
+
+func (s *Server) kill(ctx context.Context, in ProcessInput) (registry.KillResult, error) {
+	var opts registry.KillOptions
+	if in.Signal != "" {
+		sig, err := env.ParseSignal(in.Signal)
+		if err != nil {
+			return registry.KillResult{}, fmt.Errorf("%w: %w", registry.ErrInvalidOptions, err)
+		}
+		opts.Signal = sig
+	}
+	if in.Grace != nil {
+		opts.Grace = in.Grace.D
+	}
+	return s.reg.Kill(ctx, in.ID, opts)
+}
+
+func (s *Server) stdin(ctx context.Context, in ProcessInput) (StdinResult, error) {
+	var err error
+	n := 0
+	switch in.Action {
+	case "write":
+		if in.Data == "" {
+			return StdinResult{}, errors.New(`write needs "data": the text to send (use submit to send a line plus Enter, close for EOF)`)
+		}
+		err, n = s.reg.Write(ctx, in.ID, []byte(in.Data)), len(in.Data)
+	case "submit":
+		err, n = s.reg.Submit(ctx, in.ID, in.Data), len(in.Data)+1
+	case "close":
+		err = s.reg.CloseStdin(ctx, in.ID)
+	}
+	if err != nil {
+		return StdinResult{}, err
+	}
+	info, err := s.reg.Get(in.ID)
+	if err != nil {
+		return StdinResult{}, err
+	}
+	return StdinResult{ID: info.ID, State: info.State, Action: in.Action, Bytes: n}, nil
+}
+
+// drainEvents returns the session's pending events, waiting up to
+// in.Timeout for the first one when none is pending.
+func (s *Server) drainEvents(ctx context.Context, se *session, in ProcessInput) (EventsResult, error) {
+	limit := in.Limit
+	if limit == 0 {
+		limit = DefaultEventLimit
+	}
+	res := EventsResult{Events: []registry.Event{}}
+	drained, cancel := context.WithCancel(ctx)
+	cancel() // Next with a done context returns what is queued, never blocks.
+	for len(res.Events) < limit {
+		ev, err := se.events.Next(drained)
+		if err != nil {
+			break
+		}
+		res.Events = append(res.Events, ev)
+	}
+	if len(res.Events) == 0 && in.Timeout != nil && in.Timeout.D > 0 {
+		wctx, cancel := context.WithTimeout(ctx, min(in.Timeout.D, MaxWaitTimeout))
+		ev, err := se.events.Next(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			res.Events = append(res.Events, ev)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		default:
+			return res, err
+		}
+	}
+	for _, ev := range res.Events {
+		res.Dropped += ev.Dropped
+	}
+	return res, nil
+}
+
+// toolError turns a registry error into the message a model can act on:
+// the registry's message (it says what was wrong) plus what to do next.
+func toolError(action string, err error) error {
+	msg := strings.ReplaceAll(err.Error(), "registry: ", "")
+	var hint string
+	switch {
+	case errors.Is(err, registry.ErrInvalidID):
+		hint = "use the id that terminal returned, or process action=list"
+	case errors.Is(err, registry.ErrNotFound):
+		hint = "process action=list shows the ids that are tracked"
+	case errors.Is(err, registry.ErrAmbiguous):
+		hint = "give the full id"
+	case errors.Is(err, registry.ErrNotRunning):
+		hint = "the process has ended; poll or log still show its output"
+	case errors.Is(err, registry.ErrLimit):
+		hint = "kill or wait for some processes first"
+	case errors.Is(err, registry.ErrClosed):
+		hint = "the server is shutting down"
+	}
+	if hint != "" {
+		return fmt.Errorf("%s: %s (%s)", action, msg, hint)
+	}
+	return fmt.Errorf("%s: %s", action, msg)
+}

@@ -1,0 +1,225 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/registry"
+)
+
+// LoggerName is the "logger" field of corral's MCP log notifications.
+const LoggerName = "corral"
+
+// Config configures a Server.
+type Config struct {
+	// Registry runs the processes. Required. The Server does not close it.
+	Registry *registry.Registry
+	// Backend is the target processes run on ("" = the registry's
+	// default).
+	Backend string
+	// MaxOutput caps the output bytes of one tool result (default
+	// DefaultMaxOutput).
+	MaxOutput int
+	// Version is reported to clients as the server's version.
+	Version string
+	// Logger receives diagnostics; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is corral's MCP server: the terminal and process tools over one
+// registry, for any number of client sessions. Build it with New, connect
+// clients with Run (one transport) or HTTPHandler, and Close it when done.
+type Server struct {
+	cfg Config
+	reg *registry.Registry
+	mcp *sdk.Server
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Close; ends the notification pumps
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*sdk.ServerSession]*session
+}
+
+// session is the per-client state: event subscriptions and poll cursors.
+type session struct {
+	ss     *sdk.ServerSession
+	events *registry.Subscription // drained by process action "events"
+	notes  *registry.Subscription // drained by the notification pump
+
+	mu      sync.Mutex
+	cursors map[string]int64 // process ID → output byte already handed out
+}
+
+func (s *session) cursor(id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursors[id]
+}
+
+func (s *session) setCursor(id string, next int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cursors[id] = max(s.cursors[id], next)
+}
+
+// New returns a Server over cfg.Registry with its tools registered.
+func New(cfg Config) (*Server, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("mcp: Config.Registry is required")
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:      cfg,
+		reg:      cfg.Registry,
+		log:      cfg.Logger.With("component", "mcp"),
+		ctx:      ctx,
+		cancel:   cancel,
+		sessions: make(map[*sdk.ServerSession]*session),
+	}
+	var versions []string
+	for _, v := range sdk.SupportedProtocolVersions() {
+		// Session-based versions only; see the package documentation.
+		if v < "2026-07-28" {
+			versions = append(versions, v)
+		}
+	}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "corral", Title: "corral process supervisor", Version: cfg.Version},
+		&sdk.ServerOptions{
+			Instructions: instructions,
+			Logger:       s.log,
+			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
+				s.session(req.Session)
+			},
+			Capabilities:              &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}},
+			SupportedProtocolVersions: versions,
+		})
+	if err := s.addTools(); err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+const instructions = `corral runs shell commands for you and supervises their whole process trees.
+Use "terminal" to run a command: in the foreground for things that finish (builds, tests, git), with
+background=true for servers and watchers. Use "process" to list, poll, read logs of, wait for, kill,
+and write stdin to processes by their id. Output is stripped of terminal escapes and capped; use
+process log/poll with offsets for more. Timeouts kill the whole process tree.`
+
+// MCPServer returns the underlying SDK server, for transports this package
+// does not wrap.
+func (s *Server) MCPServer() *sdk.Server { return s.mcp }
+
+// Run serves one client over t (for example &sdk.StdioTransport{}) until
+// the client disconnects or ctx is done.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	if err := s.mcp.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("mcp: serve: %w", err)
+	}
+	return nil
+}
+
+// Close ends every client session and stops the notification pumps. It
+// does not close the registry. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, se := range s.sessions {
+		sessions = append(sessions, se)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, se := range sessions {
+		se.events.Close()
+		se.notes.Close()
+		_ = se.ss.Close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// session returns ss's state, creating it (and its subscriptions and
+// notification pump) on first use. It returns nil once the Server is
+// closed.
+func (s *Server) session(ss *sdk.ServerSession) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if se, ok := s.sessions[ss]; ok {
+		return se
+	}
+	if s.closed {
+		return nil
+	}
+	se := &session{ss: ss, events: s.reg.Subscribe(), notes: s.reg.Subscribe(), cursors: make(map[string]int64)}
+	s.sessions[ss] = se
+	s.wg.Add(2)
+	go s.pump(se)
+	go func() {
+		// The SDK offers no callback when a session ends; its Wait does.
+		defer s.wg.Done()
+		_ = ss.Wait()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
+		se.events.Close()
+		se.notes.Close()
+	}()
+	return se
+}
+
+// pump turns registry events into MCP log notifications for one session.
+func (s *Server) pump(se *session) {
+	defer s.wg.Done()
+	for {
+		ev, err := se.notes.Next(s.ctx)
+		if err != nil {
+			return // subscription closed (session over) or Server closed
+		}
+		level, ok := notificationLevel(ev)
+		if !ok {
+			continue
+		}
+		if err := se.ss.Log(s.ctx, &sdk.LoggingMessageParams{Logger: LoggerName, Level: level, Data: ev}); err != nil {
+			s.log.Debug("log notification not sent", "event", ev.Type, "id", ev.ID, "err", err)
+		}
+	}
+}
+
+// notificationLevel says whether ev is pushed to the client and at which
+// level: a start is what the client just did, and an exit is pushed only
+// when asked for (notify_on_complete, or the promise made when watching
+// was disabled); everything else is news.
+func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
+	switch ev.Type {
+	case registry.EventExited:
+		return "notice", ev.Notify
+	case registry.EventWatchMatch:
+		return "info", true
+	case registry.EventWatchDisabled, registry.EventSuppressed:
+		return "warning", true
+	}
+	return "", false
+}
