@@ -40,9 +40,11 @@ func BenchmarkExecTrue(b *testing.B) {
 			if err != nil || !st.Success() {
 				b.Fatalf("Wait: %v, %v", st, err)
 			}
+			b.StopTimer()
 			if err := p.Remove(ctx); err != nil {
 				b.Fatal(err)
 			}
+			b.StartTimer()
 		}
 	})
 	b.Run("baseline", func(b *testing.B) {

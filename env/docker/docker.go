@@ -34,6 +34,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// outputChunk is the most log bytes one poll moves. Every poll is an exec,
+// which costs the engine a runtime call (tens of milliseconds), so a flood
+// of output is read in bigger chunks than the engine's default.
+const outputChunk = 4 << 20
+
 // closeTimeout bounds the container removal in Close.
 const closeTimeout = time.Minute
 
@@ -134,10 +139,11 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 // engine has killed the non-detached processes.
 func newEnv(tr nohup.Transport, name, baseDir string, log *slog.Logger, onClose func() error) (env.Environment, error) {
 	e, err := nohup.New(tr, nohup.Options{
-		Name:    SchemeContainer + name,
-		BaseDir: baseDir,
-		Logger:  log,
-		OnClose: onClose,
+		Name:      SchemeContainer + name,
+		BaseDir:   baseDir,
+		ChunkSize: outputChunk,
+		Logger:    log,
+		OnClose:   onClose,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("docker: environment in %s: %w", name, err)
