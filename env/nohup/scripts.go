@@ -128,6 +128,10 @@ while ! [ -f "$d/pid" ]; do
 	sleep $iv
 done
 kill -STOP "$p"
+# Start returns only once the parent is really stopped: a signal the
+# supervisor sends right after must find the command's death kept.
+n=0
+while pstat "$p" && [ "$p_state" != T ] && [ $n -lt 5000 ]; do n=$((n+1)); sleep $iv; done
 echo "$p $pst" >"$d/parent.tmp" && mv "$d/parent.tmp" "$d/parent"
 read -r c cst <"$d/pid"
 pstat $$
