@@ -145,7 +145,7 @@ func startControlMaster(b *testing.B, srv *sshtest.Server) string {
 	}
 	sock := filepath.Join(b.TempDir(), "cm.sock")
 	cmd := exec.Command("ssh", "-F", srv.SSHConfig, "-M", "-N", "-S", sock, "-o", "ControlPersist=no", srv.Alias)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

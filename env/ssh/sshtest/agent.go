@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func StartAgent(t testing.TB, keys ...any) string {
 	}
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	cmd := exec.Command(bin, "-D", "-a", sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = daemonAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("sshtest: start ssh-agent: %v", err)
 	}

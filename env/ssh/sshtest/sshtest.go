@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -228,9 +227,7 @@ func (s *Server) start() error {
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	// Its own process group: a ^C to the test run reaches sshd through
-	// the test binary's cleanup, never the other way round.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = daemonAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -272,14 +269,7 @@ func (s *Server) Stop() {
 	if cmd == nil {
 		return
 	}
-	pid := cmd.Process.Pid
-	// Freeze the listener so it forks no new connection handler while
-	// its children are collected; they are found through their parent,
-	// which they lose once the listener is gone.
-	syscall.Kill(pid, syscall.SIGSTOP)
-	for _, child := range sshdDescendants(pid) {
-		syscall.Kill(child, syscall.SIGKILL)
-	}
+	killConnections(cmd.Process.Pid)
 	cmd.Process.Kill()
 	<-done
 }
@@ -310,51 +300,6 @@ func (s *Server) RotateHostKeys(t testing.TB) {
 		writeHostKey(t, filepath.Join(s.Dir, "host_"+typ), typ)
 	}
 	s.Restart(t)
-}
-
-// sshdDescendants returns the PIDs of sshd processes below pid.
-func sshdDescendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	comm := map[int]string{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces and parens.
-		open, close := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		if open < 0 || close < open {
-			continue
-		}
-		fields := strings.Fields(string(stat[close+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-		comm[p] = string(stat[open+1 : close])
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			if strings.HasPrefix(comm[c], "sshd") {
-				out = append(out, c)
-				queue = append(queue, c)
-			}
-		}
-	}
-	return out
 }
 
 func logged(file string, offset int64, needle string) bool {
