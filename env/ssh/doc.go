@@ -22,8 +22,11 @@
 // resolved through the same config; a hop's own ProxyJump is not
 // followed). The user and port in the target win over the config; the
 // default user is the local one. StrictHostKeyChecking in the config is
-// deliberately ignored: the policy is chosen in Options only. Match blocks,
-// ProxyCommand, ControlMaster and certificates are not supported.
+// deliberately ignored: the policy is chosen in Options only. Match blocks
+// are approximated by the parser (host and all criteria; exec conditions
+// are never run); Include paths resolve against the real home directory,
+// not Options.Home. ProxyCommand, ControlMaster and certificates are not
+// supported.
 //
 // # Authentication
 //
