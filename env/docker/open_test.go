@@ -3,6 +3,9 @@ package docker
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -146,5 +149,47 @@ func TestOpenSandboxRemovedUnderEnvironment(t *testing.T) {
 	_, err = e.Start(ctx, env.Spec{Command: "true"})
 	if !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
 		t.Errorf("Start in a removed sandbox: %v, want ErrSandboxGone naming %s", err, name)
+	}
+}
+
+// The options reach the container: the workspace is mounted and the
+// working directory, the user is the one asked for, the root filesystem is
+// read-only while /tmp stays writable, and there is no network but lo.
+func TestOpenSandboxOptions(t *testing.T) {
+	requireEngine(t)
+	ctx := testContext(t)
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := "docker-image://" + testImage + "?workspace=" + ws + "&user=1000:1000&readonly=true&network=none&memory=256m&cpus=0.5&pids=64"
+	e, err := Open(ctx, target, Options{Owner: "t-" + randomSuffix(), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p, err := e.Start(ctx, env.Spec{Command: `id -u; id -g; pwd; echo hello >f; grep -q '^[^ ]* / [^ ]* ro[ ,]' /proc/mounts && echo rootfs-ro; echo t >/tmp/t && echo tmp-ok; ls /sys/class/net; cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	r, err := p.Output(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(ctx); err != nil || !st.Success() {
+		t.Fatalf("Wait = %v, %v; output %q", st, err, out)
+	}
+	want := "1000\n1000\n/workspace\nrootfs-ro\ntmp-ok\nlo\n64\n"
+	if string(out) != want {
+		t.Errorf("output %q, want %q", out, want)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "f")); err != nil || string(data) != "hello\n" {
+		t.Errorf("file written in /workspace not in the host directory: %q, %v", data, err)
 	}
 }
