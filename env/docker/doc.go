@@ -82,6 +82,15 @@
 // the fix (build it with scripts/build-test-image.sh, or docker
 // pull/import it).
 //
+// # Costs
+//
+// Every engine script is one exec: three API round trips plus the
+// runtime's work to enter the container (tens of milliseconds, more than
+// the round trips). Output is read by byte offset in chunks of up to
+// 4 MiB per exec, so each byte of a log crosses the engine once; exits
+// are noticed by the nohup engine's adaptive polling (fast after start,
+// output or a signal; at most every 500 ms when idle).
+//
 // # Engine
 //
 // The engine is found as the docker CLI finds it: Options.Host, else
