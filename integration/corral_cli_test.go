@@ -226,7 +226,7 @@ func TestCorralRun(t *testing.T) {
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		code int
-	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}, {syscall.SIGHUP, 129}} {
 		t.Run("interrupt "+tc.sig.String()+" kills the tree", func(t *testing.T) {
 			t.Parallel()
 			m := cliSleepMarker(t)

@@ -55,8 +55,8 @@ SIGKILL, and it checks that nothing of the tree is left. Children that moved
 to their own session (setsid, double fork) are part of the tree. corral then
 prints one line on stderr naming the timeout and exits 124.
 
-SIGINT (Ctrl-C) or SIGTERM sent to corral kills the tree the same way and
-exits 130 or 143.
+SIGINT (Ctrl-C), SIGTERM or SIGHUP sent to corral kills the tree the same
+way and exits 130, 143 or 129.
 
 Secrets: the command inherits corral's environment minus variables that look
 like credentials (*_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD, AWS_*, OPENAI_*,
@@ -64,8 +64,9 @@ ANTHROPIC_*, SSH_AUTH_SOCK, DATABASE_URL and similar). Pass one on with
 --allow-env NAME, or set a value explicitly with --env NAME=VALUE.
 
 Exit status: the command's exit code; 128+N when signal N ended it; 124 after
-a timeout; 130/143 when interrupted; 125 when corral could not run the command
-(backend or start failure); 2 for a usage error.`
+a timeout; 130, 143 or 129 when corral got SIGINT, SIGTERM or SIGHUP; 125 when
+corral could not run the command (backend or start failure); 2 for a usage
+error.`
 
 const runExample = `  corral run -- sh -c 'echo hi; exit 3'      # prints hi, exits 3
   corral run --timeout 10m -- 'go test ./...'
@@ -142,8 +143,11 @@ func (o runOptions) validate() error {
 }
 
 // interruptSignals are the signals to corral that kill the tree; the exit
-// code is 128 + the signal's number, as a shell would report.
-var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+// code is 128 + the signal's number, as a shell would report. SIGHUP is
+// among them because the command runs in a session of its own: when
+// corral's terminal goes away, only corral hears about it, and dying of it
+// would leave the tree running.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 func runForeground(parent context.Context, o runOptions, command string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if parent == nil {
