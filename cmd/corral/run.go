@@ -47,7 +47,9 @@ stdout as it arrives, with or without --pty. The command reads no stdin
 unless --stdin is given; then corral's stdin is copied to it and closed at EOF.
 With --pty --stdin and a terminal on stdin, the terminal is switched to raw
 mode while the command runs, so keys (Ctrl-C included) reach the command's
-terminal as typed: an interactive session.
+terminal as typed: an interactive session. With --pty but no --stdin the
+command's stdin is its terminal, on which nothing is typed: a command that
+reads stdin waits instead of reading EOF.
 
 When --timeout (wall clock) or --idle-timeout (no output for that long)
 fires, corral kills the whole process tree: SIGTERM, --grace to exit, then
