@@ -53,7 +53,8 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 		stderr = io.Discard
 	}
 	errHead := &headWriter{w: stderr, max: 4096}
-	stderr = errHead
+	outHead := &headWriter{w: stdout, max: 4096}
+	stdout, stderr = outHead, errHead
 	created, err := t.cli.ExecCreate(ctx, t.id, client.ExecCreateOptions{
 		User:         t.user,
 		AttachStdin:  stdin != nil,
@@ -104,14 +105,26 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	if err != nil {
 		return 0, err
 	}
-	// A script killed because its container stopped looks like one ended by
-	// SIGKILL or SIGTERM; only the container's state tells them apart.
 	// A shell that could not fork (the container's pids limit is exhausted,
 	// say by a fork bomb) did not run the script: its result means nothing,
 	// and a retry may well succeed.
 	if code != 0 && forkFailed(errHead.head.Bytes()) {
 		return 0, fmt.Errorf("docker: exec in %s: cannot fork (pids limit reached?): %.200s: %w",
 			t.name, bytes.TrimSpace(errHead.head.Bytes()), env.ErrUnavailable)
+	}
+	// When the runtime could not start the script at all (the container is
+	// stopping, or out of pids), the exec ends with 126 and the runtime's
+	// complaint as output: there is no script result.
+	if code == 126 {
+		if msg, ok := runtimeExecFailed(outHead.head.Bytes(), errHead.head.Bytes()); ok {
+			if strings.Contains(msg, "stopped") {
+				return 0, fmt.Errorf("docker: container %s is stopping (%s): %w", t.name, msg, env.ErrSandboxGone)
+			}
+			if err := t.checkRunning(ctx); err != nil {
+				return 0, err
+			}
+			return 0, fmt.Errorf("docker: exec in %s: the runtime could not start the script (%.200s): %w", t.name, msg, env.ErrUnavailable)
+		}
 	}
 	// A script killed because its container is stopping looks like one
 	// ended by SIGKILL, and an exec started while it stops fails with 126
@@ -249,4 +262,17 @@ func forkFailed(stderr []byte) bool {
 	s := strings.ToLower(string(stderr))
 	return strings.Contains(s, "can't fork") || strings.Contains(s, "cannot fork") ||
 		strings.Contains(s, "fork: resource temporarily unavailable") || strings.Contains(s, "fork: retry")
+}
+
+// runtimeExecFailed recognises the OCI runtime's complaint that replaces
+// the output of an exec it could not start ("OCI runtime exec failed: …",
+// "cannot exec in a stopped state: unknown").
+func runtimeExecFailed(stdout, stderr []byte) (string, bool) {
+	for _, b := range [][]byte{stdout, stderr} {
+		msg := strings.TrimSpace(string(b))
+		if strings.Contains(msg, "OCI runtime exec failed") || strings.Contains(msg, "cannot exec in a stopped state") {
+			return msg, true
+		}
+	}
+	return "", false
 }

@@ -226,3 +226,15 @@ func TestForkFailed(t *testing.T) {
 		t.Errorf("headWriter kept %q, passed %q", h.head.String(), sink.String())
 	}
 }
+
+func TestRuntimeExecFailed(t *testing.T) {
+	if msg, ok := runtimeExecFailed([]byte("cannot exec in a stopped state: unknown\r\n"), nil); !ok || msg != "cannot exec in a stopped state: unknown" {
+		t.Errorf("stopped-state complaint not recognised: %q %v", msg, ok)
+	}
+	if _, ok := runtimeExecFailed(nil, []byte("OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown\n")); !ok {
+		t.Error("OCI complaint on stderr not recognised")
+	}
+	if _, ok := runtimeExecFailed([]byte("sh: x: Permission denied\n"), nil); ok {
+		t.Error("an ordinary 126 taken for a runtime failure")
+	}
+}
