@@ -48,7 +48,7 @@ func (l *Local) Exec(ctx context.Context, script string, stdin io.Reader, stdout
 	}
 	// A script never leaves a process holding its pipes, but if a bug did,
 	// Wait must not hang on it.
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = 30 * time.Second
 	l.execs.Add(1)
 	err := cmd.Run()
 	var ee *exec.ExitError
