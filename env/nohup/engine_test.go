@@ -538,3 +538,33 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultBaseDir checks that the default BaseDir is resolved inside the
+// sandbox as /tmp/.corral-$UID, private to the user.
+func TestDefaultBaseDir(t *testing.T) {
+	e, err := nohup.New(&nohuptest.Local{}, nohup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := testCtx(t)
+	p := start(t, e, env.Spec{Command: "true"})
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := dirOf(t, p)
+	want := fmt.Sprintf("/tmp/.corral-%d/", os.Getuid())
+	if !strings.HasPrefix(dir, want) {
+		t.Fatalf("state dir %s, want under %s", dir, want)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode: %v, %v; want 0700", fi, err)
+	}
+	if err := p.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Remove left %s: %v", dir, err)
+	}
+}
