@@ -102,6 +102,7 @@ host ("ssh://user@host").`,
 
 	root.AddCommand(newRunCommand(stdin, stdout, stderr))
 	root.AddCommand(newVersionCommand(stdout))
+	root.AddCommand(newMCPCommand(stdin, stdout, stderr))
 	return root
 }
 
