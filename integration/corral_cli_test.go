@@ -263,6 +263,35 @@ func TestCorralRun(t *testing.T) {
 		})
 	}
 
+	t.Run("closed stdout kills the tree and exits 141", func(t *testing.T) {
+		t.Parallel()
+		m := cliSleepMarker(t)
+		// An escapee keeps writing; the leader sleeps with the marker.
+		cmd := exec.Command(bin, "run", "--grace", "1s", "--", "sh", "-c",
+			fmt.Sprintf(`(setsid sh -c 'while :; do echo tick; sleep 0.05; done' &); sleep %s`, m))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "tick\n" {
+			t.Fatalf("first line %q, %v; stderr %q", line, err, errOut.String())
+		}
+		cliRequireMarkerRunning(t, m, 1)
+		stdout.Close() // like `| head -1` exiting
+		err = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 128+13 {
+			t.Fatalf("exit %d (%v), want 141; stderr %q", code, err, errOut.String())
+		}
+		cliRequireMarkerGone(t, m)
+	})
+
 	t.Run("env and dir", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()

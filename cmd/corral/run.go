@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,7 +68,8 @@ ANTHROPIC_*, SSH_AUTH_SOCK, DATABASE_URL and similar). Pass one on with
 --allow-env NAME, or set a value explicitly with --env NAME=VALUE.
 
 Exit status: the command's exit code; 128+N when signal N ended it; 124 after
-a timeout; 130, 143 or 129 when corral got SIGINT, SIGTERM or SIGHUP; 125 when
+a timeout; 130, 143 or 129 when corral got SIGINT, SIGTERM or SIGHUP; 141
+when corral's stdout was closed (the tree is killed, as by SIGPIPE); 125 when
 corral could not run the command (backend or start failure); 2 for a usage
 error.`
 
@@ -164,6 +167,22 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, interruptSignals...)
 	defer signal.Stop(sigs)
+	// With SIGPIPE notified, a write to a closed stdout fails with EPIPE
+	// instead of killing corral on the spot, which would leave the tree
+	// running; brokenStdout then ends the tree as SIGPIPE would have ended
+	// a command writing there directly. (Notify, unlike Ignore, is not
+	// inherited by the commands corral starts.)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	var stdoutBroken atomic.Bool
+	streamOut := &brokenPipeWriter{w: stdout, onBroken: func() {
+		if stdoutBroken.CompareAndSwap(false, true) {
+			slog.Info("stdout closed; killing the process tree")
+			cancel()
+		}
+	}}
+
 	var caught os.Signal
 	caughtc := make(chan os.Signal, 1)
 	watcherDone := make(chan struct{})
@@ -220,7 +239,7 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		Timeout:      o.timeout,
 		IdleTimeout:  o.idleTimeout,
 		Grace:        o.grace,
-		Output:       stdout,
+		Output:       streamOut,
 	}, o.stdin, stdin)
 
 	cancel()
@@ -237,6 +256,11 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		}
 		return &exitError{code: 128 + n, msg: fmt.Sprintf("interrupted by %s; killed the process tree", name)}
 	}
+	if stdoutBroken.Load() {
+		// As for a command killed by SIGPIPE in a shell pipeline: no
+		// message, status 128+SIGPIPE.
+		return &exitError{code: 128 + int(syscall.SIGPIPE)}
+	}
 	if runErr != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", runErr)}
 	}
@@ -247,6 +271,21 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: process %s ended in state %s without an exit status", res.Info.ID, res.Info.State)}
 	}
 	return exitFor(*res.Info.Status)
+}
+
+// brokenPipeWriter calls onBroken when a write fails because the reader
+// went away (EPIPE).
+type brokenPipeWriter struct {
+	w        io.Writer
+	onBroken func()
+}
+
+func (b *brokenPipeWriter) Write(p []byte) (int, error) {
+	n, err := b.w.Write(p)
+	if err != nil && errors.Is(err, syscall.EPIPE) {
+		b.onBroken()
+	}
+	return n, err
 }
 
 // exitFor maps the command's status to corral's exit: the code itself, or
