@@ -115,6 +115,14 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+func TestVersionFlag(t *testing.T) {
+	_, want, _ := corral(t, "", "version")
+	code, out, errOut := corral(t, "", "--version")
+	if code != 0 || out != want {
+		t.Fatalf("--version: exit %d stdout %q stderr %q, want %q", code, out, errOut, want)
+	}
+}
+
 func TestVersionLinkTimeValues(t *testing.T) {
 	oldV, oldC := version, commit
 	t.Cleanup(func() { version, commit = oldV, oldC })

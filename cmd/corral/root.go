@@ -91,6 +91,11 @@ host ("ssh://user@host").`,
 			return setupLogging(g.logLevel, stderr)
 		},
 	}
+	// --version prints what `corral version` prints.
+	var version strings.Builder
+	_ = readBuildInfo().write(&version)
+	root.Version = version.String()
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
