@@ -568,3 +568,49 @@ func TestDefaultBaseDir(t *testing.T) {
 		t.Fatalf("Remove left %s: %v", dir, err)
 	}
 }
+
+// TestMachineryArgvHoldsNoSpec checks that neither the command line nor
+// environment values appear in the argv of the wrapper processes: `ps`
+// must not show secrets, and a scan for a word of the command must find
+// the command only.
+func TestMachineryArgvHoldsNoSpec(t *testing.T) {
+	e, _ := newEnv(t, dash())
+	ctx := testCtx(t)
+	m, secret := marker(), "s3cret-"+marker()
+	p := start(t, e, env.Spec{Command: "sleep " + m, Env: []string{"API_TOKEN=" + secret}})
+	var holders []string
+	for {
+		holders = holders[:0]
+		ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range ents {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds the env value: %q", f, b)
+			}
+			if bytes.Contains(b, []byte(m)) {
+				holders = append(holders, fmt.Sprintf("%s=%q", f, b))
+			}
+		}
+		machinery, running := false, false
+		for _, h := range holders {
+			machinery = machinery || strings.Contains(h, "corral")
+			running = running || strings.Contains(h, `"sleep\x00`+m)
+		}
+		if machinery {
+			t.Fatalf("the wrapper's argv holds the command: %v", holders)
+		}
+		if running {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("command never seen running: %v", holders)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Signal(ctx, env.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}

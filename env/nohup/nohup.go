@@ -165,8 +165,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if spec.Stdin {
 		si = "1"
 	}
-	args := []string{base, id, dir, si, tag, e.opts.Shell, spec.Command, sweep, wrapperBody}
-	args = append(args, spec.Env...)
+	args := []string{base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, spec.Env), sweep, wrapperBody}
 	out, err := e.exec(ctx, "start", script(launchBody, args...), nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", spec.Command, err)

@@ -42,6 +42,12 @@ const pstatFunc = `pstat() {
 // launchBody creates the state directory and starts the wrapper. Output,
 // one line: "ok CPID CSTART WPID WSTART" or an error word.
 //
+// The command line and the environment go into the file spec (see
+// specFile), read only by the command's own shell just before it execs:
+// they never appear in the argv of the long-lived wrapper and parent, so
+// `ps` shows no secrets and a process scan for a word of the command never
+// matches (and kills) the machinery.
+//
 // `setsid setsid X` is how X is started without `&`: a command started
 // with `&` by a shell without job control inherits SIGINT and SIGQUIT
 // ignored, and a POSIX shell cannot undo an ignored-on-entry signal, so the
@@ -53,8 +59,7 @@ const pstatFunc = `pstat() {
 const launchBody = `set -f
 umask 077
 unset CDPATH
-base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 cmd=$7 sweep=$8 W=$9
-shift 9
+base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 spec=$7 sweep=$8 W=$9
 if [ -n "$wd" ] && ! [ -d "$wd" ]; then echo nodir; exit 0; fi
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
 [ -x "$sh" ] || { echo noshell; exit 0; }
@@ -70,7 +75,8 @@ if [ "$sweep" -gt 0 ]; then
 fi
 if [ "$si" = 1 ]; then mkfifo "$d/in" || { echo nofifo; exit 0; }; fi
 : >"$d/log"
-r=$(setsid setsid "$sh" -c "$W" corral-wrapper "$d" "$wd" "$si" "$tag" "$sh" "$cmd" "$@" </dev/null 2>>"$d/wrapper.err")
+printf '%s' "$spec" >"$d/spec" || { echo nostate; exit 0; }
+r=$(setsid setsid "$sh" -c "$W" corral-wrapper "$d" "$wd" "$si" "$tag" "$sh" </dev/null 2>>"$d/wrapper.err")
 case $r in "ok "*) echo "$r" ;; *) echo "nostart $r" ;; esac
 `
 
@@ -92,12 +98,11 @@ case $r in "ok "*) echo "$r" ;; *) echo "nostart $r" ;; esac
 // After reading the status the wrapper resumes the parent, which reaps the
 // command and exits.
 const wrapperBody = pstatFunc + `set -f
-d=$1 wd=$2 si=$3 tag=$4 sh=$5 cmd=$6
-shift 6
-P='echo "$$"; exec >/dev/null; src=$1 d=$2 tag=$3 sh=$4 cmd=$5 wd=$6 G=$7; shift 7
-(exec setsid env "$@" "CORRAL_TREE=$tag" "$sh" -c "$G" corral "$cmd" "$sh" "$wd" "$d" <"$src" >>"$d/log" 2>&1)
+d=$1 wd=$2 si=$3 tag=$4 sh=$5
+P='echo "$$"; exec >/dev/null; src=$1 d=$2 tag=$3 sh=$4 wd=$5 G=$6
+(exec setsid "$sh" -c "$G" corral "$sh" "$wd" "$d" "$tag" <"$src" >>"$d/log" 2>&1)
 exit $?'
-G='cmd=$1 sh=$2 wd=$3 d=$4
+G='sh=$1 wd=$2 d=$3 tag=$4
 s=; read -r s </proc/$$/stat; set -- ${s##*) }
 echo "$$ ${20}" >"$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid" || exit 125
 n=0
@@ -109,7 +114,8 @@ while [ $n -lt 5000 ]; do
 	if [ $n -gt 200 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 done
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
-exec "$sh" -c "$cmd"'
+. "$d/spec" || exit 125
+exec env "$@" "CORRAL_TREE=$tag" "$sh" -c "$cmd"'
 if sleep 0.001 2>/dev/null; then iv=0.002; else iv=1; fi
 src=/dev/null h=
 if [ "$si" = 1 ]; then
@@ -118,7 +124,7 @@ if [ "$si" = 1 ]; then
 	h=$!
 	pstat "$h" && echo "$h $p_start" >"$d/holder.tmp" && mv "$d/holder.tmp" "$d/holder"
 fi
-p=$(setsid setsid "$sh" -c "$P" corral-parent "$src" "$d" "$tag" "$sh" "$cmd" "$wd" "$G" "$@" </dev/null)
+p=$(setsid setsid "$sh" -c "$P" corral-parent "$src" "$d" "$tag" "$sh" "$wd" "$G" </dev/null)
 case $p in ''|*[!0-9]*) echo "noparent"; exit 1 ;; esac
 pstat "$p"; pst=$p_start
 n=0
@@ -264,3 +270,19 @@ rm -rf "$d" && echo ok
 const uidBody = `id -u`
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// specFile is the sh snippet the command's shell sources: it sets cmd and
+// the positional parameters (KEY=VALUE words for env(1)). Every value is
+// quoted; names were checked by env.Spec.Validate.
+func specFile(command string, environ []string) string {
+	var b strings.Builder
+	b.WriteString("cmd=")
+	b.WriteString(quote(command))
+	b.WriteString("\nset --")
+	for _, kv := range environ {
+		b.WriteByte(' ')
+		b.WriteString(quote(kv))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
