@@ -15,6 +15,10 @@
 //	exit      "code N" or "signal N", written atomically (tmp + mv)
 //	in        stdin FIFO (Spec.Stdin), kept open by a holder process
 //	holder    "PID START" of that holder; stdin-closed marks CloseStdin
+//	parent    "PID START" of the stopped parent (see below)
+//	spec      the command line and environment, as quoted sh assignments
+//	          sourced by the command's shell, so that they never show in the
+//	          argv of the long-lived wrapper and parent
 //
 // The command runs as Shell -c Command (Shell defaults to /bin/sh) as the
 // leader of a new session, with CORRAL_TREE=<random hex> added to its
@@ -80,7 +84,8 @@
 // matching env.ErrSandboxGone are returned as they are. A wrapper that is
 // gone without an exit file (the sandbox restarted, someone killed it) makes
 // Wait return a "lost" error matching env.ErrNotFound; a missing state
-// directory is env.ErrNotFound too.
+// directory is env.ErrNotFound too. Noticing a lost process also resumes
+// its stopped parent, so the command is reaped when it ends.
 //
 // # Re-attach, removal, retention
 //
