@@ -1,0 +1,167 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/plugins/internal/wire"
+	pb "github.com/corralhq/corral/plugins/proto"
+)
+
+// Options configures how plugins are found and started. The zero value
+// works.
+type Options struct {
+	// Dirs are the plugin directories, searched in order. Nil means the
+	// directories of $CORRAL_PLUGIN_PATH, then DefaultDir().
+	Dirs []string
+
+	// Env holds extra KEY=VALUE variables for the plugin process. A plugin
+	// gets only PATH, HOME, these, and go-plugin's own handshake
+	// variables: never corral's whole environment, which may hold
+	// credentials.
+	Env []string
+
+	// Checksums pins plugin binaries: plugin name → SHA-256 of the binary
+	// in hex. A plugin with an entry is verified before every start and
+	// refused on mismatch.
+	Checksums map[string]string
+
+	// StartTimeout bounds a plugin's start and handshake. Default 30s.
+	StartTimeout time.Duration
+
+	// Logger receives the host's and the plugins' logs (plugin records
+	// carry plugin=NAME). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// conn is one running plugin process: one generation of an Environment's
+// plugin. A conn is never restarted (go-plugin cannot restart a Client);
+// a crash means a new conn.
+type conn struct {
+	gen    uint64
+	client *plugin.Client
+	rpc    pb.BackendClient
+	dead   chan struct{} // closed once the plugin is known dead
+}
+
+func (c *conn) markDead() {
+	select {
+	case <-c.dead:
+	default:
+		close(c.dead)
+	}
+}
+
+func (c *conn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return !c.client.Exited()
+	}
+}
+
+// startPlugin starts the plugin binary of f and returns a conn on it.
+func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn, error) {
+	if err := checkOwnership(f.Path); err != nil {
+		return nil, err
+	}
+	var secure *plugin.SecureConfig
+	if sum, ok := opts.Checksums[f.Name]; ok {
+		b, err := hex.DecodeString(sum)
+		if err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("plugins: checksum for %q is not a SHA-256 in hex", f.Name)
+		}
+		secure = &plugin.SecureConfig{Checksum: b, Hash: sha256.New()}
+	}
+	cmd := exec.Command(f.Path)
+	cmd.Env = pluginEnv(opts)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.PluginSets(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		SkipHostEnv:      true,
+		SecureConfig:     secure,
+		StartTimeout:     opts.StartTimeout,
+		Logger:           wire.HCLogToSlog(opts.Logger, f.Name),
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize))},
+	})
+	// go-plugin's start takes no context: run it aside so ctx still bounds
+	// the caller; an abandoned start is killed.
+	type result struct {
+		rpc pb.BackendClient
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rc, err := client.Client()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		raw, err := rc.Dispense(wire.PluginName)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		rpc, ok := raw.(pb.BackendClient)
+		if !ok {
+			done <- result{err: fmt.Errorf("dispensed %T, not a backend client", raw)}
+			return
+		}
+		done <- result{rpc: rpc}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			client.Kill()
+			if errors.Is(r.err, plugin.ErrChecksumsDoNotMatch) {
+				return nil, fmt.Errorf("plugins: refusing plugin %s: its SHA-256 does not match the pinned checksum", f.Path)
+			}
+			return nil, fmt.Errorf("plugins: start %s: %v: %w", f.Path, r.err, env.ErrUnavailable)
+		}
+		return &conn{gen: gen, client: client, rpc: r.rpc, dead: make(chan struct{})}, nil
+	case <-ctx.Done():
+		go func() { <-done; client.Kill() }()
+		return nil, fmt.Errorf("plugins: start %s: %w", f.Path, ctx.Err())
+	}
+}
+
+// pluginEnv is the whole environment of a plugin process (go-plugin adds
+// its handshake variables).
+func pluginEnv(opts Options) []string {
+	var out []string
+	for _, name := range []string{"PATH", "HOME"} {
+		if v, ok := os.LookupEnv(name); ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		out = append(out, "CORRAL_PLUGIN_LOG_LEVEL=debug")
+	}
+	return append(out, opts.Env...)
+}

@@ -1,0 +1,185 @@
+// Package sdk turns an env.Environment into a corral backend plugin.
+//
+// A backend plugin is an executable named corral-backend-NAME, found by
+// corral on CORRAL_PLUGIN_PATH (colon-separated directories) or in
+// ~/.local/share/corral/plugins. A target NAME://anything selects it: corral
+// starts the binary (through hashicorp/go-plugin: magic-cookie handshake,
+// protocol version negotiation, gRPC over mutual TLS), calls Open with the
+// whole target string, and drives the Environment it returns over gRPC.
+// One plugin process serves one Environment.
+//
+// # Writing a plugin
+//
+// A complete plugin is a main package that calls [Serve]:
+//
+//	func main() {
+//		sdk.Serve(sdk.Plugin{
+//			Name:    "mybackend",
+//			Version: "1.0.0",
+//			Open: func(ctx context.Context, target string) (env.Environment, error) {
+//				return mybackend.New(target)
+//			},
+//		})
+//	}
+//
+// Build it as corral-backend-mybackend, put it in a plugin directory, and
+// `corral run --backend mybackend://whatever -- make test` uses it;
+// `corral backends` lists it with its version and health.
+//
+// A backend that can only run shell scripts inside its sandbox (a VM, a
+// container runtime, a remote agent) implements nohup.Transport — one Exec
+// method — and calls [ServeTransport]; env/nohup then provides processes,
+// output by offset, stdin, whole-tree signals, re-attach and exit status.
+//
+// # The contract
+//
+// The Environment must honour env.Environment as documented there, and
+// pass the conformance suite: run env/envtest against the Environment
+// directly, and against the built plugin through plugins.Open (see
+// plugins/examples for both).
+//
+// Errors keep their meaning across the process boundary: an error matching
+// env.ErrNotFound, env.ErrUnsupported, env.ErrSandboxGone, env.ErrReleased,
+// env.ErrExited, env.ErrStdinClosed, env.ErrUnavailable, or a
+// *env.SpecError (with ErrDirNotFound), matches the same sentinel on the
+// host. Other errors arrive as their text.
+//
+// # Lifecycle, crashes, logs
+//
+// The plugin's environment is minimal: corral passes PATH, HOME and the
+// variables its user configured explicitly — never the host's whole
+// environment, so credentials do not leak into plugins. Read configuration
+// from the target string.
+//
+// When the host dies, the plugin notices (its parent process changes) and
+// closes the Environment — killing processes that were not detached — and
+// exits. When the plugin dies, corral starts a new plugin process, calls
+// Open with the same target and re-attaches the detached processes by
+// their Refs: make every process you can detachable (Capabilities.Reattach)
+// if processes must survive a plugin crash.
+//
+// Log with log/slog: Serve installs a default logger whose records reach
+// corral's log, tagged with the plugin's name. Never write to stdout: it
+// carries the go-plugin handshake.
+package sdk
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/plugins/internal/wire"
+)
+
+// Plugin describes a backend plugin.
+type Plugin struct {
+	// Name is the backend's scheme: the plugin binary is
+	// corral-backend-Name and targets are Name://…
+	Name string
+	// Version is the plugin's version, shown by `corral backends`.
+	Version string
+	// Description is one line for `corral backends`.
+	Description string
+	// Open returns the Environment for target (the whole target string,
+	// scheme included). ctx bounds only the opening.
+	Open func(ctx context.Context, target string) (env.Environment, error)
+}
+
+// LogLevelEnv is the variable through which the host asks for a log level
+// ("trace", "debug", "info", "warn", "error"); default info.
+const LogLevelEnv = "CORRAL_PLUGIN_LOG_LEVEL"
+
+// Serve serves p as a go-plugin plugin on stdin/stdout and never returns.
+// Run by hand (without corral's handshake) it prints a notice and exits.
+func Serve(p Plugin) {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       p.Name,
+		Level:      hclog.LevelFromString(os.Getenv(LogLevelEnv)),
+		Output:     os.Stderr,
+		JSONFormat: true,
+	})
+	if logger.GetLevel() == hclog.NoLevel {
+		logger.SetLevel(hclog.Info)
+	}
+	slog.SetDefault(slog.New(wire.SlogToHCLog(logger)))
+
+	srv := newServer(p)
+	go watchParent(os.Getppid(), func() {
+		slog.Warn("corral host exited; closing the environment and exiting")
+		if err := srv.closeEnv(); err != nil {
+			slog.Error("close environment", "err", err)
+		}
+		os.Exit(0)
+	})
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.PluginSets(srv),
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, grpc.MaxRecvMsgSize(wire.MaxMessageSize), grpc.MaxSendMsgSize(wire.MaxMessageSize))
+			return grpc.NewServer(opts...)
+		},
+		Logger: logger,
+	})
+}
+
+// parentPollInterval is how often a plugin checks that its host lives.
+// go-plugin hands the plugin the host's own stdin, so no EOF tells it that
+// the host is gone; being re-parented (to init or a subreaper) does.
+const parentPollInterval = 250 * time.Millisecond
+
+func watchParent(ppid int, gone func()) {
+	for {
+		if ppid == 1 || os.Getppid() != ppid {
+			gone()
+			return
+		}
+		time.Sleep(parentPollInterval)
+	}
+}
+
+// TransportOpener returns the Transport for target and the engine's
+// options (Name, BaseDir, OnClose, …; Logger defaults to the plugin's).
+type TransportOpener func(ctx context.Context, target string) (nohup.Transport, nohup.Options, error)
+
+// ServeTransport serves a backend that brings only a nohup.Transport: the
+// env/nohup engine runs every process detached inside the sandbox. p.Open
+// is ignored.
+func ServeTransport(p Plugin, open TransportOpener) {
+	p.Open = TransportEnvironment(open)
+	Serve(p)
+}
+
+// TransportEnvironment adapts a TransportOpener to Plugin.Open, for plugins
+// (and their tests) that build the Environment themselves.
+func TransportEnvironment(open TransportOpener) func(context.Context, string) (env.Environment, error) {
+	return func(ctx context.Context, target string) (env.Environment, error) {
+		t, opts, err := open(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Name == "" {
+			opts.Name = target
+		}
+		if opts.Logger == nil {
+			opts.Logger = slog.Default()
+		}
+		return nohup.New(t, opts)
+	}
+}
+
+// Scheme returns the NAME of a NAME://… target, or "" when target has none.
+func Scheme(target string) string {
+	name, _, ok := strings.Cut(target, "://")
+	if !ok {
+		return ""
+	}
+	return name
+}
