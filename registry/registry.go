@@ -834,7 +834,7 @@ func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, re
 	res.Signal = sig
 	p.r.log.Debug("signalled", "id", p.id, "signal", sig)
 
-	if sig != env.SIGKILL && !waitExit(ctx, h, grace) {
+	if sig != env.SIGKILL && !waitTreeGone(ctx, h, grace) {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("registry: kill %s: %w", p.id, ctx.Err())
 		}
@@ -892,6 +892,36 @@ func (p *proc) verify(ctx context.Context, h env.Process, res *KillResult) ([]in
 		case <-ctx.Done():
 			t.Stop()
 			return s, ctx.Err()
+		}
+		interval = min(2*interval, 200*time.Millisecond)
+	}
+}
+
+// waitTreeGone waits up to d for the process to exit and then for the rest
+// of its tree to go: the grace period is for every process that got the
+// polite signal, not only the leader. A leader that dies at once while its
+// descendants clean up (or ignore the signal) must not cut their grace.
+func waitTreeGone(ctx context.Context, h env.Process, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	if !waitExit(ctx, h, d) {
+		return false
+	}
+	interval := 10 * time.Millisecond
+	for {
+		s, err := h.Survivors(ctx)
+		if err != nil || len(s) == 0 {
+			return true // verify reports what an error hides
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.NewTimer(min(interval, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
 		}
 		interval = min(2*interval, 200*time.Millisecond)
 	}
