@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -60,6 +62,7 @@ func (o Options) withDefaults() Options {
 // a crash means a new conn.
 type conn struct {
 	gen    uint64
+	pid    int // the plugin process
 	client *plugin.Client
 	rpc    pb.BackendClient
 	dead   chan struct{} // closed once the plugin is known dead
@@ -78,8 +81,29 @@ func (c *conn) alive() bool {
 	case <-c.dead:
 		return false
 	default:
-		return !c.client.Exited()
 	}
+	// go-plugin notices a death only once it has reaped the process; the
+	// process table knows first, and a call must not go to a dead plugin.
+	if c.client.Exited() || !processRunning(c.pid) {
+		c.markDead()
+		return false
+	}
+	return true
+}
+
+// processRunning reports whether pid exists and is not a zombie. Where
+// /proc is missing it assumes so and leaves detection to go-plugin.
+func processRunning(pid int) bool {
+	if pid <= 0 {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		_, statErr := os.Stat("/proc/self/stat")
+		return statErr != nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || len(b) <= i+2 || b[i+2] != 'Z'
 }
 
 // startPlugin starts the plugin binary of f and returns a conn on it.
@@ -144,7 +168,11 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 			}
 			return nil, fmt.Errorf("plugins: start %s: %v: %w", f.Path, r.err, env.ErrUnavailable)
 		}
-		return &conn{gen: gen, client: client, rpc: r.rpc, dead: make(chan struct{})}, nil
+		pid := 0
+		if rc := client.ReattachConfig(); rc != nil {
+			pid = rc.Pid
+		}
+		return &conn{gen: gen, pid: pid, client: client, rpc: r.rpc, dead: make(chan struct{})}, nil
 	case <-ctx.Done():
 		go func() { <-done; client.Kill() }()
 		return nil, fmt.Errorf("plugins: start %s: %w", f.Path, ctx.Err())

@@ -161,6 +161,17 @@ func (e *Env) Name() string { return e.name }
 // Capabilities returns what the plugin reported when it was opened.
 func (e *Env) Capabilities() env.Capabilities { return e.caps }
 
+// PluginPID is the PID of the current plugin process (0 when none runs),
+// for diagnostics.
+func (e *Env) PluginPID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur == nil || !e.cur.alive() {
+		return 0
+	}
+	return e.cur.pid
+}
+
 // Path is the plugin binary.
 func (e *Env) Path() string { return e.found.Path }
 

@@ -14,6 +14,9 @@ import (
 var pluginDir string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperHostEnv); spec != "" {
+		os.Exit(helperHost(spec))
+	}
 	os.Exit(run(m))
 }
 

@@ -67,7 +67,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -111,12 +113,16 @@ func Serve(p Plugin) {
 	}
 	slog.SetDefault(slog.New(wire.SlogToHCLog(logger)))
 
+	// Once the host is gone, writing a log line to its stderr pipe raises
+	// SIGPIPE, which would end the plugin before it cleaned up. A caught
+	// signal (unlike an ignored one) is reset to the default in the
+	// commands the plugin starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
 	srv := newServer(p)
 	go watchParent(os.Getppid(), func() {
-		slog.Warn("corral host exited; closing the environment and exiting")
-		if err := srv.closeEnv(); err != nil {
-			slog.Error("close environment", "err", err)
-		}
+		err := srv.closeEnv()
+		slog.Warn("corral host exited; closed the environment", "err", err)
 		os.Exit(0)
 	})
 	plugin.Serve(&plugin.ServeConfig{
