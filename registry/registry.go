@@ -52,6 +52,8 @@ type Registry struct {
 	envs   map[string]*envSlot
 
 	ev eventState
+
+	ckpt *checkpointer // nil without Config.StateFile
 }
 
 // envSlot is one opened (or opening) environment.
@@ -109,6 +111,10 @@ func New(cfg Config) (*Registry, error) {
 		envs:   make(map[string]*envSlot),
 	}
 	r.ev.subs = make(map[*Subscription]struct{})
+	if cfg.StateFile != "" {
+		r.ckpt = newCheckpointer(r, cfg.StateFile)
+		go r.ckpt.run()
+	}
 	r.wg.Add(1)
 	go r.janitor()
 	return r, nil
@@ -137,6 +143,9 @@ func (r *Registry) janitor() {
 			pruned := r.pruneExpiredLocked(r.clock.Now())
 			r.mu.Unlock()
 			r.cleanup(pruned)
+			if len(pruned) > 0 {
+				r.stateChanged()
+			}
 		}
 	}
 }
@@ -163,6 +172,9 @@ func (r *Registry) Close() error {
 	}
 	r.wg.Wait()
 	r.closeEvents()
+	if r.ckpt != nil {
+		r.ckpt.close()
+	}
 
 	var errs []error
 	for _, s := range slots {
@@ -342,6 +354,9 @@ func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
 	}
 	r.mu.Unlock()
 	r.cleanup(pruned)
+	if len(pruned) > 0 {
+		r.stateChanged()
+	}
 	if p == nil {
 		return nil, fmt.Errorf("%w: %s: it may have finished more than %s ago and been pruned, or been removed; `corral ps --all` lists the tracked processes",
 			ErrNotFound, idOrPrefix, r.cfg.FinishedTTL)
@@ -437,6 +452,7 @@ func (r *Registry) register(p *proc) error {
 	r.procs[p.id] = p
 	r.mu.Unlock()
 	r.cleanup(pruned)
+	r.stateChanged()
 	return nil
 }
 
@@ -540,6 +556,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 	p.state, p.startedAt, p.pid, p.handle, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, ref, spec.Detach
 	p.mu.Unlock()
 	close(p.started)
+	r.stateChanged()
 	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
 	go p.monitor()
 	r.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
@@ -556,6 +573,7 @@ func (p *proc) fail(err error) {
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)
+	p.r.stateChanged()
 	p.r.log.Debug("start failed", "id", p.id, "err", err)
 }
 
@@ -687,6 +705,7 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 	p.mu.Unlock()
 	p.endedAt.Store(now.UnixNano())
 	close(p.done)
+	p.r.stateChanged()
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
 	ev := Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status,
@@ -821,6 +840,9 @@ func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, re
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
+	if err == nil {
+		p.r.stateChanged()
+	}
 	if errors.Is(err, env.ErrExited) {
 		// It ended on its own before the signal got there.
 		p.awaitDone(ctx)
@@ -996,6 +1018,9 @@ func (r *Registry) selectProcs(opts ListOptions) []*proc {
 	now := r.clock.Now()
 	r.mu.Lock()
 	pruned := r.pruneExpiredLocked(now)
+	if len(pruned) > 0 {
+		defer r.stateChanged()
+	}
 	procs := make([]*proc, 0, len(r.procs))
 	for _, p := range r.procs {
 		if opts.Backend != "" && p.backend != opts.Backend {
@@ -1049,6 +1074,7 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 		delete(r.procs, p.id)
 	}
 	r.mu.Unlock()
+	r.stateChanged()
 	p.mu.Lock()
 	h := p.handle
 	p.mu.Unlock()

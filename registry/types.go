@@ -66,6 +66,11 @@ type Config struct {
 	// Clock is the time source of timestamps and of the event rate
 	// limiters. Nil means the real clock; tests substitute a manual one.
 	Clock Clock
+
+	// StateFile, when set, is where the registry checkpoints its
+	// processes on every state change (see checkpoint.go) and what
+	// Registry.Recover reads after a restart. Its directory must exist.
+	StateFile string
 }
 
 // Clock is a time source: the current time and a callback after a delay.

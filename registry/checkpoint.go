@@ -1,0 +1,236 @@
+package registry
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Checkpointing.
+//
+// With Config.StateFile set, the registry writes every tracked process to
+// that file whenever a process's state changes (registered, running,
+// failed, signalled by a kill, finished, removed, pruned). Writes are
+// atomic — a temporary file in the same directory, fsync, rename over the
+// state file, fsync of the directory — so a crash at any moment leaves
+// either the previous or the new version, never a torn one.
+//
+// Bursts are coalesced: a change only marks the state dirty and wakes one
+// writer goroutine, which writes the snapshot of that moment and then
+// waits CheckpointInterval before it looks again. A change that arrives
+// while a write is in progress marks the state dirty again, so the last
+// change is always written (at most CheckpointInterval plus one write
+// later), and Close writes a final snapshot after the copying goroutines
+// stopped.
+
+// CheckpointInterval is the minimum time between two checkpoint writes.
+const CheckpointInterval = 50 * time.Millisecond
+
+// checkpointVersion is the format version of the state file.
+const checkpointVersion = 1
+
+// checkpointFile is the state file's content.
+type checkpointFile struct {
+	Version   int                `json:"version"`
+	SavedAt   time.Time          `json:"saved_at"`
+	Processes []checkpointRecord `json:"processes"`
+}
+
+// checkpointRecord is one process: its Info plus what recovery needs to
+// continue it exactly as it was started. Environment variables are not
+// stored: they may hold secrets, and a re-attached process needs none.
+type checkpointRecord struct {
+	Info
+	Watch      []string        `json:"watch,omitempty"`
+	WatchRegex []string        `json:"watch_regex,omitempty"`
+	PTYSize    *env.WindowSize `json:"pty_size,omitempty"`
+	// KillReason is set once a kill's signal was delivered: the process
+	// is then reported killed (or timed_out) however it ends, also when
+	// it ends while no supervisor runs.
+	KillReason State `json:"kill_reason,omitempty"`
+}
+
+// checkpointer writes the registry's state file.
+type checkpointer struct {
+	r    *Registry
+	path string
+	wake chan struct{} // capacity 1: "dirty"
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex // serialises writes (loop and final flush)
+	enabled bool       // false until Recover ran, so nothing overwrites a file not yet read
+	writes  int64
+	lastErr error
+}
+
+func newCheckpointer(r *Registry, path string) *checkpointer {
+	return &checkpointer{r: r, path: path, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// stateChanged records that some process's state changed. Cheap and
+// non-blocking; a no-op without a StateFile.
+func (r *Registry) stateChanged() {
+	if r.ckpt == nil {
+		return
+	}
+	select {
+	case r.ckpt.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *checkpointer) run() {
+	defer close(c.done)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake:
+		}
+		c.write()
+		t := time.NewTimer(CheckpointInterval)
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// write writes a snapshot if checkpointing is enabled; errors are logged
+// (a full disk must not stop the registry) and kept for CheckpointStats.
+func (c *checkpointer) write() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled {
+		return
+	}
+	err := writeFileAtomic(c.path, c.r.snapshot())
+	c.lastErr = err
+	if err != nil {
+		c.r.log.Error("checkpoint failed; the state file keeps its previous version", "path", c.path, "err", err)
+		return
+	}
+	c.writes++
+}
+
+// close stops the writer and writes the final snapshot.
+func (c *checkpointer) close() {
+	close(c.stop)
+	<-c.done
+	c.write()
+}
+
+// snapshot serialises every tracked process, oldest first.
+func (r *Registry) snapshot() []byte {
+	r.mu.Lock()
+	procs := make([]*proc, 0, len(r.procs))
+	for _, p := range r.procs {
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+	f := checkpointFile{Version: checkpointVersion, SavedAt: time.Now().UTC(), Processes: make([]checkpointRecord, 0, len(procs))}
+	for _, p := range procs {
+		p.mu.Lock()
+		rec := checkpointRecord{
+			Info:       p.infoLocked(),
+			Watch:      p.opts.Watch,
+			WatchRegex: p.opts.WatchRegex,
+			PTYSize:    p.opts.PTY,
+			KillReason: p.killReason,
+		}
+		p.mu.Unlock()
+		if !rec.State.Final() {
+			rec.TimedOut = ""
+		}
+		f.Processes = append(f.Processes, rec)
+	}
+	slices.SortFunc(f.Processes, func(a, b checkpointRecord) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	b, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		// Info is plain data; this cannot happen.
+		panic(fmt.Sprintf("registry: marshal checkpoint: %v", err))
+	}
+	return append(b, '\n')
+}
+
+// CheckpointStats reports how many checkpoints were written and the error
+// of the last attempt (nil when it succeeded or none was made).
+func (r *Registry) CheckpointStats() (writes int64, lastErr error) {
+	if r.ckpt == nil {
+		return 0, nil
+	}
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	return r.ckpt.writes, r.ckpt.lastErr
+}
+
+// Checkpoint writes the state file now (after Recover). Front ends need
+// not call it — every change is checkpointed — but it lets a caller make
+// sure the file is current, for example before reporting a shutdown done.
+func (r *Registry) Checkpoint() error {
+	if r.ckpt == nil {
+		return fmt.Errorf("%w: no Config.StateFile", ErrInvalidOptions)
+	}
+	r.ckpt.write()
+	_, err := r.CheckpointStats()
+	return err
+}
+
+// writeFileAtomic replaces path with data so that a crash at any moment
+// leaves either the old or the new content: write a temporary file in the
+// same directory, fsync it, rename it over path, fsync the directory (which
+// makes the rename itself durable).
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("registry: checkpoint: %w", err)
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("registry: checkpoint: write %s: %w", tmpName, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("registry: checkpoint: fsync %s: %w", tmpName, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("registry: checkpoint: close %s: %w", tmpName, err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return fmt.Errorf("registry: checkpoint: rename to %s: %w", path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("registry: checkpoint: open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("registry: checkpoint: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// recoverRefillTimeout bounds reading back the output of one process that
+// finished while no supervisor ran.
+const recoverRefillTimeout = 30 * time.Second
+
+// recoverParallel bounds concurrent Attach calls during Recover.
+const recoverParallel = 8
+
+// RecoverReport says what Recover found in the state file.
+type RecoverReport struct {
+	// Path is the state file read.
+	Path string `json:"path"`
+	// Restored counts the processes tracked again, by the state they
+	// were restored in (running: re-attached; exited, killed, …: ended
+	// earlier or while no supervisor ran; lost: could not be re-attached).
+	Restored map[State]int `json:"restored,omitempty"`
+	// Skipped counts records that were malformed and ignored.
+	Skipped int `json:"skipped,omitempty"`
+	// SetAside is where a corrupt state file was moved ("" when none).
+	SetAside string `json:"set_aside,omitempty"`
+	// Notice describes a problem for the user (a corrupt file set aside),
+	// "" when all went well.
+	Notice string `json:"notice,omitempty"`
+}
+
+// Recover reads Config.StateFile and tracks its processes again, under
+// their old IDs. Call it once, right after New and before anything else;
+// the registry writes no checkpoint before Recover ran, so a state file is
+// never overwritten unread.
+//
+//   - A process that was running and can be re-attached (it has an
+//     env.Ref) is attached with Environment.Attach and continues: its
+//     output is read again from byte 0, which refills the buffer with no
+//     gap and no duplicate, and Wait reports its real exit status, also
+//     when it ended while no supervisor ran. A kill whose signal was
+//     delivered before the crash still makes it killed.
+//   - A process that had already finished keeps its recorded state and
+//     status; its output is read back when the sandbox still has it.
+//   - A process whose sandbox or state is gone (env.ErrSandboxGone,
+//     env.ErrNotFound), that cannot be attached for another reason, or
+//     that was not detached (a PTY) becomes lost, with the reason.
+//
+// A state file that cannot be parsed is renamed to
+// "<StateFile>.corrupt-<UTC timestamp>", logged, and reported in
+// RecoverReport.Notice; the registry then starts empty. Only errors that
+// make checkpointing itself impossible are returned.
+func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
+	if r.ckpt == nil {
+		return RecoverReport{}, fmt.Errorf("%w: Recover needs Config.StateFile", ErrInvalidOptions)
+	}
+	c := r.ckpt
+	rep := RecoverReport{Path: c.path, Restored: map[State]int{}}
+	defer func() {
+		c.mu.Lock()
+		c.enabled = true
+		c.mu.Unlock()
+		r.stateChanged()
+	}()
+
+	// Temporary files of writes that a crash interrupted never replaced
+	// the state file; they are garbage.
+	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(c.path), "."+filepath.Base(c.path)+".tmp-*")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+		r.log.Debug("recover: removed temporary files of interrupted checkpoints", "count", len(stale))
+	}
+	data, err := os.ReadFile(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, fmt.Errorf("registry: recover: read state file: %w", err)
+	}
+	var f checkpointFile
+	if err := json.Unmarshal(data, &f); err == nil && f.Version != checkpointVersion {
+		err = fmt.Errorf("unknown format version %d (this corral writes %d)", f.Version, checkpointVersion)
+		return r.setAside(rep, err)
+	} else if err != nil {
+		return r.setAside(rep, err)
+	}
+
+	var (
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, recoverParallel)
+		mu  sync.Mutex
+	)
+	for _, rec := range f.Processes {
+		if !ValidID(rec.ID) || !rec.State.Valid() || rec.Backend == "" {
+			r.log.Warn("recover: malformed process record skipped", "id", rec.ID, "state", rec.State)
+			rep.Skipped++
+			continue
+		}
+		p := r.restoredProc(rec)
+		r.mu.Lock()
+		if _, dup := r.procs[p.id]; dup || r.closed {
+			r.mu.Unlock()
+			rep.Skipped++
+			continue
+		}
+		r.procs[p.id] = p
+		r.mu.Unlock()
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			st := r.reattach(ctx, p, rec)
+			mu.Lock()
+			rep.Restored[st]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r.log.Info("recovered processes from the state file", "path", c.path, "restored", rep.Restored, "skipped", rep.Skipped)
+	return rep, nil
+}
+
+// setAside moves a corrupt state file out of the way so that the registry
+// can start, and says so loudly.
+func (r *Registry) setAside(rep RecoverReport, cause error) (RecoverReport, error) {
+	aside := fmt.Sprintf("%s.corrupt-%s", r.ckpt.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Rename(r.ckpt.path, aside); err != nil {
+		return rep, fmt.Errorf("registry: recover: state file %s is corrupt (%v) and could not be set aside: %w", r.ckpt.path, cause, err)
+	}
+	rep.SetAside = aside
+	rep.Notice = fmt.Sprintf("the state file %s was corrupt (%v); it was moved to %s and corral started with no tracked processes: processes started before are not listed (they may still run)",
+		r.ckpt.path, cause, aside)
+	r.log.Error("corrupt state file set aside", "path", r.ckpt.path, "moved_to", aside, "err", cause)
+	return rep, nil
+}
+
+// restoredProc builds the proc of a record, in its recorded state.
+func (r *Registry) restoredProc(rec checkpointRecord) *proc {
+	opts := StartOptions{
+		Backend:    rec.Backend,
+		Command:    rec.Command,
+		Dir:        rec.Dir,
+		PTY:        rec.PTYSize,
+		Stdin:      rec.Stdin,
+		Labels:     rec.Labels,
+		Watch:      rec.Watch,
+		WatchRegex: rec.WatchRegex,
+		Notify:     rec.Notify,
+	}
+	if rec.PTY && opts.PTY == nil {
+		sz := env.DefaultWindowSize
+		opts.PTY = &sz
+	}
+	p := &proc{
+		r:          r,
+		id:         rec.ID,
+		backend:    rec.Backend,
+		opts:       opts,
+		createdAt:  rec.CreatedAt,
+		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
+		started:    make(chan struct{}),
+		done:       make(chan struct{}),
+		state:      rec.State,
+		startedAt:  rec.StartedAt,
+		endedTime:  rec.EndedAt,
+		pid:        rec.PID,
+		status:     copyStatus(rec.Status),
+		reason:     rec.Reason,
+		timedOut:   rec.TimedOut,
+		ref:        rec.Ref,
+		detached:   rec.Detached,
+		killReason: rec.KillReason,
+	}
+	p.cond.L = &p.mu
+	p.watchDisabled.Store(rec.WatchDisabled)
+	if !rec.State.Final() && !rec.WatchDisabled {
+		// Invalid patterns cannot be in a record written by New's
+		// validation; if they are, watching is simply off.
+		p.watch, _ = newWatcher(rec.Watch, rec.WatchRegex)
+	}
+	return p
+}
+
+// reattach brings a restored process back to life and returns the state
+// it was restored in.
+func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) State {
+	if rec.State.Final() {
+		r.restoreFinished(ctx, p, rec)
+		return rec.State
+	}
+	if rec.Ref == nil {
+		p.markLost(fmt.Errorf("it was not started detached (a PTY, or a backend without re-attach), so it could not be re-attached after the supervisor restarted"))
+		return StateLost
+	}
+	h, err := r.attach(ctx, rec)
+	if err != nil {
+		p.markLost(fmt.Errorf("re-attach after restart: %w", err))
+		return StateLost
+	}
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		h.Release()
+		p.markLost(fmt.Errorf("registry: recover %s: %w", p.id, ErrClosed))
+		return StateLost
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	p.lastOutput.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	p.state, p.handle, p.pid = StateRunning, h, h.PID()
+	if p.startedAt.IsZero() {
+		p.startedAt = r.clock.Now()
+	}
+	p.mu.Unlock()
+	close(p.started)
+	r.log.Debug("re-attached", "id", p.id, "backend", p.backend, "pid", h.PID())
+	go p.monitor()
+	return StateRunning
+}
+
+func (r *Registry) attach(ctx context.Context, rec checkpointRecord) (env.Process, error) {
+	e, err := r.environment(ctx, rec.Backend)
+	if err != nil {
+		return nil, err
+	}
+	return e.Attach(ctx, *rec.Ref)
+}
+
+// restoreFinished keeps a finished process's recorded state and reads its
+// output back from the sandbox, when the sandbox still holds it.
+func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointRecord) {
+	defer func() {
+		p.endedAt.Store(p.endedTime.UnixNano())
+		close(p.started)
+		close(p.done)
+	}()
+	if p.endedTime.IsZero() {
+		p.endedTime = r.clock.Now()
+	}
+	if rec.Ref == nil {
+		return
+	}
+	h, err := r.attach(ctx, rec)
+	if err != nil {
+		r.log.Debug("recover: output of a finished process is gone", "id", p.id, "err", err)
+		return
+	}
+	p.handle = h // kept so that pruning or Remove deletes the sandbox state
+	rctx, cancel := context.WithTimeout(ctx, recoverRefillTimeout)
+	defer cancel()
+	rd, err := h.Output(rctx, 0)
+	if err != nil {
+		r.log.Debug("recover: read output of a finished process", "id", p.id, "err", err)
+		return
+	}
+	defer rd.Close()
+	go func() {
+		// Output's reader honours its context only when opened; close it
+		// on timeout so a stuck stream cannot hold Recover.
+		<-rctx.Done()
+		rd.Close()
+	}()
+	if _, err := io.Copy(p.buf, rd); err != nil {
+		r.log.Debug("recover: read output of a finished process", "id", p.id, "err", err)
+	}
+}
+
+// markLost records a restored process as lost.
+func (p *proc) markLost(err error) {
+	now := p.r.clock.Now()
+	p.mu.Lock()
+	p.state, p.reason, p.endedTime, p.status = StateLost, err.Error(), now, nil
+	p.mu.Unlock()
+	p.endedAt.Store(now.UnixNano())
+	close(p.started)
+	close(p.done)
+	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
+	p.r.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
+		Summary: fmt.Sprintf("%s lost: %v", p.id, err)})
+}
