@@ -1,0 +1,196 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
+)
+
+// APIVersion is the path prefix of every endpoint.
+const APIVersion = "/v1"
+
+// StartRequest is the body of POST /v1/processes.
+type StartRequest struct {
+	Backend    string            `json:"backend,omitempty"`
+	Command    string            `json:"command"`
+	Dir        string            `json:"dir,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Watch      []string          `json:"watch,omitempty"`
+	WatchRegex []string          `json:"watch_regex,omitempty"`
+	Notify     bool              `json:"notify,omitempty"`
+	// PTY runs the command on a terminal of PTYSize (default 24x80).
+	PTY     bool            `json:"pty,omitempty"`
+	PTYSize *env.WindowSize `json:"pty_size,omitempty"`
+	Stdin   bool            `json:"stdin,omitempty"`
+}
+
+// KillRequest is the body of POST /v1/processes/{id}/kill. Grace is a Go
+// duration string ("5s"); empty means the daemon's default.
+type KillRequest struct {
+	Signal env.Signal `json:"signal,omitempty"`
+	Grace  string     `json:"grace,omitempty"`
+	Force  bool       `json:"force,omitempty"`
+}
+
+// KillAllRequest is the body of POST /v1/kill.
+type KillAllRequest struct {
+	Labels map[string]string `json:"labels,omitempty"`
+	Signal env.Signal        `json:"signal,omitempty"`
+	Grace  string            `json:"grace,omitempty"`
+}
+
+// StdinRequest is the body of POST /v1/processes/{id}/stdin: Data is
+// written (base64 in JSON), then stdin is closed when EOF is set.
+type StdinRequest struct {
+	Data []byte `json:"data,omitempty"`
+	EOF  bool   `json:"eof,omitempty"`
+}
+
+// WaitResponse answers POST /v1/processes/{id}/wait.
+type WaitResponse struct {
+	registry.Info
+	// TimedOut: the wait's timeout elapsed first; Info is the current
+	// snapshot and the process still runs.
+	TimedOut bool `json:"wait_timed_out,omitempty"`
+}
+
+// ShutdownRequest is the body of POST /v1/shutdown.
+type ShutdownRequest struct {
+	// KillAll kills every running process (whole trees) before the
+	// daemon stops. Without it, processes keep running and a later
+	// daemon re-attaches them.
+	KillAll bool `json:"kill_all,omitempty"`
+}
+
+// ShutdownResponse answers POST /v1/shutdown.
+type ShutdownResponse struct {
+	Killed []registry.KillResult `json:"killed,omitempty"`
+	Error  string                `json:"error,omitempty"`
+}
+
+// Status answers GET /v1/status.
+type Status struct {
+	PID       int       `json:"pid"`
+	UID       int       `json:"uid"`
+	Version   string    `json:"version,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	Socket    string    `json:"socket"`
+	StateFile string    `json:"state_file"`
+	// Processes counts tracked processes by state.
+	Processes map[registry.State]int `json:"processes"`
+	// Recovered is what the daemon found in its state file at start.
+	Recovered registry.RecoverReport `json:"recovered"`
+	// Notice is a problem the user should know about (a corrupt state
+	// file that was set aside), "" when none.
+	Notice string `json:"notice,omitempty"`
+	// PeerCred: connections from other uids are refused by SO_PEERCRED
+	// (Linux); elsewhere only file permissions protect the socket.
+	PeerCred bool `json:"peer_cred"`
+	// CheckpointWrites and CheckpointError describe the state file.
+	CheckpointWrites int64  `json:"checkpoint_writes"`
+	CheckpointError  string `json:"checkpoint_error,omitempty"`
+}
+
+// OutputChunk is one event of the output stream (GET
+// /v1/processes/{id}/output?follow=1, SSE event "output").
+type OutputChunk struct {
+	// Offset is the output byte offset of Data[0].
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"`
+	// Omitted bytes are missing before Data (they fell out of the
+	// buffer).
+	Omitted int64 `json:"omitted,omitempty"`
+}
+
+// Error codes of ErrorBody.Code; see docs/api.md.
+const (
+	CodeInvalidID  = "invalid_id"
+	CodeNotFound   = "not_found"
+	CodeAmbiguous  = "ambiguous"
+	CodeInvalid    = "invalid"
+	CodeRunning    = "running"
+	CodeNotRunning = "not_running"
+	CodeLimit      = "limit"
+	CodeClosed     = "closed"
+	CodeForbidden  = "forbidden"
+	CodeInternal   = "internal"
+)
+
+// ErrorBody is the JSON body of every non-2xx response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// APIError is an error the daemon answered with. It matches the registry
+// sentinel its Code stands for (errors.Is(err, registry.ErrNotFound)).
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Is maps the code back to the registry's sentinels.
+func (e *APIError) Is(target error) bool {
+	s, ok := codeSentinel[e.Code]
+	return ok && s == target
+}
+
+var codeSentinel = map[string]error{
+	CodeInvalidID:  registry.ErrInvalidID,
+	CodeNotFound:   registry.ErrNotFound,
+	CodeAmbiguous:  registry.ErrAmbiguous,
+	CodeInvalid:    registry.ErrInvalidOptions,
+	CodeRunning:    registry.ErrRunning,
+	CodeNotRunning: registry.ErrNotRunning,
+	CodeLimit:      registry.ErrLimit,
+	CodeClosed:     registry.ErrClosed,
+}
+
+// errorCode maps an error of the registry to its HTTP status and code.
+func errorCode(err error) (int, string) {
+	switch {
+	case errors.Is(err, registry.ErrInvalidID):
+		return http.StatusBadRequest, CodeInvalidID
+	case errors.Is(err, registry.ErrAmbiguous):
+		return http.StatusBadRequest, CodeAmbiguous
+	case errors.Is(err, registry.ErrNotFound):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, registry.ErrInvalidOptions), errors.Is(err, env.ErrInvalidSpec):
+		return http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, registry.ErrRunning):
+		return http.StatusConflict, CodeRunning
+	case errors.Is(err, registry.ErrNotRunning), errors.Is(err, env.ErrStdinClosed):
+		return http.StatusConflict, CodeNotRunning
+	case errors.Is(err, registry.ErrLimit):
+		return http.StatusTooManyRequests, CodeLimit
+	case errors.Is(err, registry.ErrClosed):
+		return http.StatusServiceUnavailable, CodeClosed
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+// ErrNoDaemon: no daemon answers on the socket (it does not exist, or
+// nobody listens on it).
+var ErrNoDaemon = errors.New("daemon: no corral daemon is running")
+
+// ErrAlreadyRunning: another daemon holds the lock of the state directory.
+var ErrAlreadyRunning = errors.New("daemon: another corral daemon is already running")
+
+func parseGrace(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: grace %q: give a non-negative duration such as 5s or 500ms", registry.ErrInvalidOptions, s)
+	}
+	return d, nil
+}

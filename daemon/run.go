@@ -1,0 +1,233 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
+)
+
+// Config configures Run.
+type Config struct {
+	Paths Paths
+	// Open resolves backend targets (the CLI's resolver). Required.
+	Open func(ctx context.Context, target string) (env.Environment, error)
+	// Logger receives the daemon's log. Default slog.Default().
+	Logger *slog.Logger
+	// Version is reported by GET /v1/status.
+	Version string
+	// MaxProcesses bounds tracked processes (default 4096).
+	MaxProcesses int
+	// DefaultGrace is the kill grace period when a request names none.
+	DefaultGrace time.Duration
+	// Ready, when set, is called once the socket accepts connections.
+	Ready func(Status)
+}
+
+// DefaultMaxProcesses is the daemon's default process limit: larger than
+// the registry's, since one daemon serves every agent of a user.
+const DefaultMaxProcesses = 4096
+
+// stopTimeout bounds the graceful stop of the HTTP server.
+const stopTimeout = 5 * time.Second
+
+// Run is `corral serve`: it takes the state directory's lock, recovers the
+// registry from the state file, serves the API on the socket until ctx is
+// done or a client asks for a shutdown, then stops gracefully.
+//
+// A graceful stop releases handles and keeps processes: detached processes
+// keep running in their sandboxes (env/local's Close keeps them; other
+// backends' environments are not closed at all, so that a docker-image
+// sandbox is not removed) and the next daemon re-attaches them from the
+// state file. Only processes that could never be re-attached (local PTY
+// processes) end with the daemon. A shutdown with kill-all kills every
+// tree first and then closes every environment, sandboxes included.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Open == nil {
+		return errors.New("daemon: Config.Open is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxProcesses <= 0 {
+		cfg.MaxProcesses = DefaultMaxProcesses
+	}
+	log := cfg.Logger.With("component", "daemon")
+	p := cfg.Paths
+	if err := ensurePrivateDir(p.StateDir); err != nil {
+		return err
+	}
+	if err := ensurePrivateDir(filepath.Dir(p.Socket)); err != nil {
+		return err
+	}
+	unlock, err := lockStateDir(p.LockFile())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	var killAll atomic.Bool
+	reg, err := registry.New(registry.Config{
+		Open: func(ctx context.Context, target string) (env.Environment, error) {
+			e, err := cfg.Open(ctx, target)
+			if err != nil {
+				return nil, err
+			}
+			return &releasingEnv{Environment: e, killAll: &killAll}, nil
+		},
+		MaxProcesses: cfg.MaxProcesses,
+		DefaultGrace: cfg.DefaultGrace,
+		Logger:       cfg.Logger,
+		StateFile:    p.StateFile(),
+	})
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	regClosed := false
+	defer func() {
+		if !regClosed {
+			reg.Close()
+		}
+	}()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rep, err := reg.Recover(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+
+	// We hold the lock: a socket file left here belongs to a dead daemon.
+	if err := os.Remove(p.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("daemon: remove stale socket %s: %w", p.Socket, err)
+	}
+	ln, err := net.Listen("unix", p.Socket)
+	if err != nil {
+		return fmt.Errorf("daemon: listen on %s: %w", p.Socket, err)
+	}
+	defer os.Remove(p.Socket)
+	if err := os.Chmod(p.Socket, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("daemon: chmod socket: %w", err)
+	}
+
+	started := time.Now()
+	status := func() Status {
+		st := Status{
+			PID: os.Getpid(), UID: os.Getuid(), Version: cfg.Version, StartedAt: started,
+			Socket: p.Socket, StateFile: p.StateFile(), Processes: map[registry.State]int{},
+			Recovered: rep, Notice: rep.Notice, PeerCred: peerCredSupported,
+		}
+		for _, in := range reg.List(registry.ListOptions{All: true}) {
+			st.Processes[in.State]++
+		}
+		var cerr error
+		st.CheckpointWrites, cerr = reg.CheckpointStats()
+		if cerr != nil {
+			st.CheckpointError = cerr.Error()
+		}
+		return st
+	}
+	stopReq := make(chan struct{})
+	var stopOnce sync.Once
+	srv := NewServer(reg, cfg.Logger, status, func(kill bool) {
+		if kill {
+			killAll.Store(true)
+		}
+		stopOnce.Do(func() { close(stopReq) })
+	})
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(&peerListener{Listener: ln, log: log, uid: os.Getuid()}) }()
+	log.Info("serving", "socket", p.Socket, "state_file", p.StateFile(), "pid", os.Getpid(), "recovered", rep.Restored)
+	if rep.Notice != "" {
+		log.Error(rep.Notice)
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(status())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: processes keep running and will be re-attached by the next daemon")
+	case <-stopReq:
+		log.Info("stopping on request", "kill_all", killAll.Load())
+	case err := <-serveErr:
+		runErr = fmt.Errorf("daemon: serve: %w", err)
+	}
+	srv.Close() // ends streams, so Shutdown does not wait for them
+	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	cancel()
+	regClosed = true
+	if err := reg.Close(); err != nil {
+		log.Warn("closing environments", "err", err)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// releasingEnv closes its environment only when a shutdown killed every
+// process, or for the local backend (whose Close keeps detached processes
+// and only ends the PTY processes that could never be re-attached): a
+// graceful stop must not remove a docker-image sandbox with its
+// processes. The daemon process exits right after, which drops the
+// connections the skipped Close would have released.
+type releasingEnv struct {
+	env.Environment
+	killAll *atomic.Bool
+}
+
+func (e *releasingEnv) Close() error {
+	if e.killAll.Load() || e.Name() == "local" {
+		return e.Environment.Close()
+	}
+	return nil
+}
+
+// peerListener accepts only connections from processes running as uid.
+type peerListener struct {
+	net.Listener
+	log *slog.Logger
+	uid int
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || !peerCredSupported {
+			return c, err
+		}
+		uid, err := peerUID(c)
+		if err == nil && uid == l.uid {
+			return c, nil
+		}
+		l.log.Warn("refused a connection from another user: the corral socket serves only its owner",
+			"peer_uid", uid, "owner_uid", l.uid, "err", err)
+		go refuse(c, uid, l.uid)
+	}
+}
+
+// refuse answers a refused peer with a 403 it can show, then hangs up.
+func refuse(c net.Conn, peer, owner int) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+		req.Body.Close()
+	}
+	body := fmt.Sprintf(`{"error":"this corral daemon serves only uid %d; you are uid %d: start your own with corral serve","code":%q}`+"\n", owner, peer, CodeForbidden)
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}

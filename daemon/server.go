@@ -1,0 +1,481 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
+)
+
+// eventHistory is how many past events GET /v1/events returns.
+const eventHistory = 256
+
+// maxBody bounds request bodies (stdin data included).
+const maxBody = 8 << 20
+
+// Server serves a Registry over HTTP/JSON. Its Handler is mounted on the
+// unix listener by Run; tests may mount it anywhere.
+type Server struct {
+	reg    *registry.Registry
+	log    *slog.Logger
+	status func() Status
+	// shutdown is called by POST /v1/shutdown after the response was
+	// prepared; it must not block.
+	shutdown func(killAll bool)
+
+	ctx    context.Context // cancelled by Close: ends streams
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	histMu  sync.Mutex
+	history []registry.Event
+}
+
+// NewServer returns a Server for reg. status fills GET /v1/status;
+// shutdown is called for POST /v1/shutdown. Close it when done.
+func NewServer(reg *registry.Registry, log *slog.Logger, status func() Status, shutdown func(killAll bool)) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{reg: reg, log: log, status: status, shutdown: shutdown, ctx: ctx, cancel: cancel}
+	sub := reg.Subscribe()
+	s.wg.Go(func() {
+		defer sub.Close()
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			s.histMu.Lock()
+			if len(s.history) == eventHistory {
+				s.history = append(s.history[:0], s.history[1:]...)
+			}
+			s.history = append(s.history, ev)
+			s.histMu.Unlock()
+		}
+	})
+	return s
+}
+
+// Close ends the streams in progress and the event history goroutine.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	v := APIVersion
+	mux.HandleFunc("GET "+v+"/status", s.handleStatus)
+	mux.HandleFunc("GET "+v+"/processes", s.handleList)
+	mux.HandleFunc("POST "+v+"/processes", s.handleStart)
+	mux.HandleFunc("GET "+v+"/processes/{id}", s.handleGet)
+	mux.HandleFunc("DELETE "+v+"/processes/{id}", s.handleRemove)
+	mux.HandleFunc("GET "+v+"/processes/{id}/output", s.handleOutput)
+	mux.HandleFunc("POST "+v+"/processes/{id}/wait", s.handleWait)
+	mux.HandleFunc("POST "+v+"/processes/{id}/kill", s.handleKill)
+	mux.HandleFunc("POST "+v+"/processes/{id}/stdin", s.handleStdin)
+	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
+	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
+	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s: see docs/api.md", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	status, code := errorCode(err)
+	if code == CodeInternal {
+		s.log.Warn("request failed", "err", err)
+	}
+	writeError(w, status, code, err.Error())
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %v", registry.ErrInvalidOptions, err)
+	}
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.status())
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	opts := registry.ListOptions{Backend: q.Get("backend"), All: q.Get("all") == "1" || q.Get("all") == "true"}
+	for _, st := range q["state"] {
+		if !registry.State(st).Valid() {
+			s.fail(w, fmt.Errorf("%w: unknown state %q", registry.ErrInvalidOptions, st))
+			return
+		}
+		opts.States = append(opts.States, registry.State(st))
+	}
+	labels, err := parseLabels(q["label"])
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	opts.Labels = labels
+	writeJSON(w, http.StatusOK, s.reg.List(opts))
+}
+
+// parseLabels parses "k=v" selectors.
+func parseLabels(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: label %q: use KEY=VALUE", registry.ErrInvalidOptions, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	var req StartRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	opts := registry.StartOptions{
+		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
+		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
+	}
+	if req.PTY || req.PTYSize != nil {
+		size := env.DefaultWindowSize
+		if req.PTYSize != nil {
+			size = *req.PTYSize
+		}
+		opts.PTY = &size
+	}
+	// The process must not depend on this request: a client that hangs up
+	// while the backend starts it does not cancel the start.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
+	defer cancel()
+	in, err := s.reg.Start(ctx, opts)
+	if err != nil {
+		if in.ID != "" {
+			// Registered as failed: the reason is in Info.
+			writeJSON(w, http.StatusUnprocessableEntity, in)
+			return
+		}
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, in)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	in, err := s.reg.Get(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
+	id, err := s.reg.Resolve(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if err := s.reg.Remove(r.Context(), id); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": id})
+}
+
+func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	var since int64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.fail(w, fmt.Errorf("%w: since %q: give a byte offset >= 0", registry.ErrInvalidOptions, v))
+			return
+		}
+		since = n
+	}
+	if q.Get("follow") != "1" && q.Get("follow") != "true" {
+		pr, err := s.reg.Poll(r.Context(), id, since)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, pr)
+		return
+	}
+	full, err := s.reg.Resolve(id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	sse, ok := newSSE(w)
+	if !ok {
+		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		return
+	}
+	ctx, cancel := mergeDone(r.Context(), s.ctx)
+	defer cancel()
+	// The registry has no output notification; poll adaptively: fast
+	// while output flows, backing off to 250 ms when idle.
+	interval := 10 * time.Millisecond
+	for {
+		pr, err := s.reg.Poll(ctx, full, since)
+		if err != nil {
+			sse.send("error", ErrorBody{Error: err.Error(), Code: CodeNotFound})
+			return
+		}
+		if len(pr.Output) > 0 || pr.OmittedBytes > 0 {
+			chunk := OutputChunk{Offset: pr.Next - int64(len(pr.Output)), Data: pr.Output, Omitted: pr.OmittedBytes}
+			if !sse.send("output", chunk) {
+				return
+			}
+			interval = 10 * time.Millisecond
+		} else {
+			interval = min(2*interval, 250*time.Millisecond)
+		}
+		since = pr.Next
+		if pr.State.Final() {
+			// Poll reads the state before the output: this was all of it.
+			sse.send("end", pr.Info)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
+	var timeout time.Duration
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			s.fail(w, fmt.Errorf("%w: timeout %q: give a duration such as 30s", registry.ErrInvalidOptions, v))
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := mergeDone(r.Context(), s.ctx)
+	defer cancel()
+	in, err := s.reg.Wait(ctx, r.PathValue("id"), timeout)
+	switch {
+	case errors.Is(err, registry.ErrWaitTimeout):
+		writeJSON(w, http.StatusOK, WaitResponse{Info: in, TimedOut: true})
+	case err != nil && ctx.Err() != nil && r.Context().Err() == nil:
+		s.fail(w, fmt.Errorf("daemon: wait %s: %w: the daemon is stopping", in.ID, registry.ErrClosed))
+	case err != nil:
+		s.fail(w, err)
+	default:
+		writeJSON(w, http.StatusOK, WaitResponse{Info: in})
+	}
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	var req KillRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	grace, err := parseGrace(req.Grace)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	// A kill runs to its end even if the client goes away: half a kill
+	// (TERM sent, no escalation) would leave the tree behind.
+	ctx := context.WithoutCancel(r.Context())
+	res, err := s.reg.Kill(ctx, r.PathValue("id"), registry.KillOptions{Signal: req.Signal, Grace: grace, Force: req.Force})
+	if err != nil && res.ID == "" {
+		s.fail(w, err)
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, struct {
+			registry.KillResult
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}{res, err.Error(), CodeInternal})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
+	var req KillAllRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	grace, err := parseGrace(req.Grace)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: grace})
+	if err != nil && res == nil {
+		s.fail(w, err)
+		return
+	}
+	if res == nil {
+		res = []registry.KillResult{}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
+	var req StdinRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	id, err := s.reg.Resolve(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(req.Data) > 0 {
+		if err := s.reg.Write(r.Context(), id, req.Data); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	if req.EOF {
+		if err := s.reg.CloseStdin(r.Context(), id); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "written": len(req.Data), "eof": req.EOF})
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query().Get("follow"); q != "1" && q != "true" {
+		s.histMu.Lock()
+		evs := append([]registry.Event{}, s.history...)
+		s.histMu.Unlock()
+		writeJSON(w, http.StatusOK, evs)
+		return
+	}
+	sse, ok := newSSE(w)
+	if !ok {
+		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		return
+	}
+	sub := s.reg.Subscribe()
+	defer sub.Close()
+	ctx, cancel := mergeDone(r.Context(), s.ctx)
+	defer cancel()
+	sse.comment("subscribed")
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		if !sse.send("event", ev) {
+			return
+		}
+	}
+}
+
+func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) {
+	var req ShutdownRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	var resp ShutdownResponse
+	if req.KillAll {
+		res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{})
+		resp.Killed = res
+		if err != nil {
+			resp.Error = err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	s.shutdown(req.KillAll)
+}
+
+// mergeDone returns a context done when either a or b is.
+func mergeDone(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// sseWriter writes Server-Sent Events.
+type sseWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return &sseWriter{w: w, f: f}, true
+}
+
+// send writes one event with a JSON payload; false when the client left.
+func (s *sseWriter) send(event string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return false
+	}
+	s.f.Flush()
+	return true
+}
+
+func (s *sseWriter) comment(c string) {
+	fmt.Fprintf(s.w, ": %s\n\n", c)
+	s.f.Flush()
+}
