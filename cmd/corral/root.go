@@ -108,6 +108,11 @@ host ("ssh://user@host").`,
 	root.AddCommand(newRunCommand(stdin, stdout, stderr))
 	root.AddCommand(newVersionCommand(stdout))
 	root.AddCommand(newMCPCommand(stdin, stdout, stderr))
+	// Background processes through the daemon (serve.go, client.go).
+	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
+		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
+		newSendCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
+		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr))
 	return root
 }
 

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/daemon"
+	"github.com/corralhq/corral/registry"
+)
+
+// The commands that act on background processes (start, ps, logs, wait,
+// kill, send, events, rm) talk to the daemon, `corral serve`, over its unix
+// socket. When none runs, the first such command starts one in the
+// background (detached in its own session, its log in the state directory)
+// and says so on stderr. CORRAL_NO_AUTOSTART=1 turns that off.
+
+// daemonStartWait bounds the wait for an auto-started daemon's socket.
+const daemonStartWait = 15 * time.Second
+
+// connect returns a client of the running daemon, starting one if needed.
+func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Status, error) {
+	paths, err := daemon.DefaultPaths()
+	if err != nil {
+		return nil, daemon.Status{}, &exitError{code: exitCorralError, msg: err.Error()}
+	}
+	c := daemon.NewClient(paths.Socket)
+	st, err := c.Status(ctx)
+	if err == nil {
+		return c, st, nil
+	}
+	if !errors.Is(err, daemon.ErrNoDaemon) {
+		return nil, st, daemonError("connect", err)
+	}
+	if os.Getenv("CORRAL_NO_AUTOSTART") == "1" {
+		return nil, st, &exitError{code: exitCorralError, msg: fmt.Sprintf("no corral daemon runs on %s (CORRAL_NO_AUTOSTART=1): start one with corral serve", paths.Socket)}
+	}
+	pid, err := spawnDaemon(paths)
+	if err != nil {
+		return nil, st, &exitError{code: exitCorralError, msg: fmt.Sprintf("start the corral daemon: %v", err)}
+	}
+	deadline := time.Now().Add(daemonStartWait)
+	for interval := 5 * time.Millisecond; ; interval = min(2*interval, 100*time.Millisecond) {
+		st, err = c.Status(ctx)
+		if err == nil {
+			if st.PID == pid {
+				fmt.Fprintf(stderr, "corral: started the corral daemon (pid %d, socket %s, log %s)\n", pid, paths.Socket, paths.LogFile())
+			}
+			return c, st, nil
+		}
+		if !errors.Is(err, daemon.ErrNoDaemon) || time.Now().After(deadline) {
+			return nil, st, &exitError{code: exitCorralError, msg: fmt.Sprintf("the corral daemon did not come up on %s within %s (see %s): %v", paths.Socket, daemonStartWait, paths.LogFile(), err)}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, st, ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// spawnDaemon starts `corral serve` detached: its own session (no
+// terminal signals reach it), stdin from /dev/null, output appended to the
+// log file. A second daemon started concurrently by another CLI call finds
+// the lock taken and exits at once, so racing starts are harmless.
+func spawnDaemon(paths daemon.Paths) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(paths.StateDir, 0o700); err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(paths.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, "serve", "--log-level", "info", "--quiet-if-running")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it exits while we still run (lost a start race); after we
+	// exit, init does.
+	go cmd.Wait()
+	return pid, nil
+}
+
+// daemonError maps an error of the daemon to corral's exit codes: a
+// request the daemon rejected (unknown or ambiguous ID, bad option) is a
+// usage error (2); anything else is 125.
+func daemonError(op string, err error) error {
+	code := exitCorralError
+	switch {
+	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrAmbiguous),
+		errors.Is(err, registry.ErrInvalidID), errors.Is(err, registry.ErrInvalidOptions):
+		code = exitUsage
+	}
+	msg := err.Error()
+	// The package prefixes say nothing to a user of the command.
+	msg = strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(msg)
+	return &exitError{code: code, msg: op + ": " + msg}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// parseLabelFlags turns repeated --label k=v into a map.
+func parseLabelFlags(op string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("%s: --label %q: use KEY=VALUE", op, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/registry"
+)
+
+func newEventsCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		follow bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "events [-f]",
+		Short: "Print the daemon's recent events (started, exited, watch matches); -f follows",
+		Long: `Print the daemon's last 256 events; with -f, print events as they happen
+until interrupted. Events are rate-limited by the registry (15 per 10 s, then
+a summary); an exit event is not repeated to a caller that already got the
+result through wait or logs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := connect(cmd.Context(), stderr)
+			if err != nil {
+				return err
+			}
+			print := func(ev registry.Event) error {
+				if asJSON {
+					return printJSON(stdout, ev)
+				}
+				_, err := fmt.Fprintf(stdout, "%s  %-14s %s\n", ev.Time.Local().Format("15:04:05.000"), ev.Type, oneLine(ev.Summary))
+				return err
+			}
+			if !follow {
+				evs, err := c.Events(cmd.Context())
+				if err != nil {
+					return daemonError("events", err)
+				}
+				if asJSON {
+					if evs == nil {
+						evs = []registry.Event{}
+					}
+					return printJSON(stdout, evs)
+				}
+				for _, ev := range evs {
+					print(ev)
+				}
+				return nil
+			}
+			ctx, stop := signal.NotifyContext(orBackground(cmd.Context()), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			err = c.FollowEvents(ctx, nil, print)
+			if err != nil && ctx.Err() == nil {
+				return daemonError("events", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print events as they happen")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one object per event)")
+	return cmd
+}
+
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/registry"
+)
+
+func newWaitCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		timeout time.Duration
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "wait [--timeout DUR] ID",
+		Short: "Wait for a background process to end and exit with its exit code",
+		Long: `Wait for the process to end and exit with its exit code (128+N when signal N
+ended it). Exit 124 when --timeout elapses first (the process keeps running),
+125 when its status is unknown (lost) or it never started (failed), 2 for an
+unknown ID.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return usageErrorf("wait: --timeout %s: must not be negative", timeout)
+			}
+			c, _, err := connect(cmd.Context(), stderr)
+			if err != nil {
+				return err
+			}
+			wr, err := c.Wait(cmd.Context(), args[0], timeout)
+			if err != nil {
+				return daemonError("wait", err)
+			}
+			if asJSON {
+				printJSON(stdout, wr)
+			}
+			if wr.TimedOut {
+				return &exitError{code: exitTimeout, msg: fmt.Sprintf("wait: %s still %s after %s", wr.ID, wr.State, timeout)}
+			}
+			if wr.Status == nil {
+				return &exitError{code: exitCorralError, msg: fmt.Sprintf("wait: %s ended %s without an exit status: %s", wr.ID, wr.State, wr.Reason)}
+			}
+			if wr.State == registry.StateKilled && !asJSON {
+				fmt.Fprintf(stderr, "corral: %s was killed (%s)\n", wr.ID, wr.Status)
+			}
+			return exitFor(*wr.Status)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (exit 124); 0 waits forever")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final state as JSON")
+	return cmd
+}
