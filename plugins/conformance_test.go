@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -33,4 +34,25 @@ func TestConformanceLocalPlugin(t *testing.T) {
 		New: func(t *testing.T) env.Environment { return openPlugin(t, target) },
 		PTY: true,
 	})
+}
+
+func openPluginErr(ctx context.Context, target string) (env.Environment, error) {
+	return plugins.Open(ctx, target, testOptions())
+}
+
+// readAll reads p's whole output from offset 0.
+func readAll(t *testing.T, p env.Process) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := p.Output(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
