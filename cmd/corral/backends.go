@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/docker"
 	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/env/ssh"
+	"github.com/corralhq/corral/plugins"
 )
 
 // This file is the one place where backend targets are resolved to
@@ -39,6 +41,12 @@ func checkBackend(target string) error {
 		}
 		return nil
 	case hasScheme && scheme == "ssh":
+		return nil
+	case hasScheme && plugins.ValidName(scheme):
+		// A backend plugin (`corral backends` lists them).
+		if _, err := plugins.Find(scheme, plugins.Options{}); err != nil {
+			return fmt.Errorf("backend %q: %w; built-in backends: %s", target, err, backendHelp)
+		}
 		return nil
 	default:
 		return fmt.Errorf("backend %q not available: use %s", target, backendHelp)
@@ -73,7 +81,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	case "ssh":
 		e, err = ssh.Open(ctx, target, ssh.Options{})
 	default:
-		err = fmt.Errorf("no resolver")
+		e, err = plugins.Open(ctx, target, plugins.Options{Logger: slog.Default()})
 	}
 	if err != nil {
 		return nil, err // the registry adds the target

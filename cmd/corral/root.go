@@ -107,6 +107,7 @@ host ("ssh://user@host").`,
 
 	root.AddCommand(newRunCommand(stdin, stdout, stderr))
 	root.AddCommand(newVersionCommand(stdout))
+	root.AddCommand(newBackendsCommand(stdout))
 	root.AddCommand(newMCPCommand(stdin, stdout, stderr))
 	// Background processes through the daemon (serve.go, client.go).
 	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
