@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/plugins/internal/wire"
+	pb "github.com/corralhq/corral/plugins/proto"
 )
 
 // BinaryPrefix starts the file name of every backend plugin.
@@ -138,4 +142,38 @@ func checkOwnership(path string) error {
 		}
 	}
 	return nil
+}
+
+// Info is what a plugin says about itself, with where it was found.
+type Info struct {
+	Name        string `json:"name"`
+	Path        string `json:"path"`
+	Version     string `json:"version,omitempty"`
+	Description string `json:"description,omitempty"`
+	Protocols   []int  `json:"protocols,omitempty"`
+}
+
+// Probe starts the plugin f, asks for its Info and stops it: the health
+// check of `corral backends`. An error says why the plugin is unusable
+// (refused binary, failed handshake, crash).
+func Probe(ctx context.Context, f Found, opts Options) (Info, error) {
+	opts = opts.withDefaults()
+	info := Info{Name: f.Name, Path: f.Path}
+	c, err := startPlugin(ctx, f, opts, 0)
+	if err != nil {
+		return info, err
+	}
+	defer c.client.Kill()
+	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{})
+	if err != nil {
+		return info, wire.FromStatus("plugin "+f.Name+": info", err)
+	}
+	info.Version, info.Description = resp.GetVersion(), resp.GetDescription()
+	for _, v := range resp.GetProtocolVersions() {
+		info.Protocols = append(info.Protocols, int(v))
+	}
+	if resp.GetName() != f.Name {
+		return info, fmt.Errorf("plugin %s: calls itself %q: rename the binary %s%s or fix the plugin", f.Path, resp.GetName(), BinaryPrefix, resp.GetName())
+	}
+	return info, nil
 }
