@@ -19,8 +19,14 @@ import (
 // finished while no supervisor ran.
 const recoverRefillTimeout = 30 * time.Second
 
-// recoverParallel bounds concurrent Attach calls during Recover.
-const recoverParallel = 8
+// recoverExitProbe is how long Recover asks a re-attached process whether
+// it has already exited. Backends answer at once from their recorded exit
+// status; a process still running makes the probe time out.
+const recoverExitProbe = 200 * time.Millisecond
+
+// recoverParallel bounds concurrent Attach calls during Recover; it is
+// high because each running process spends up to recoverExitProbe idle.
+const recoverParallel = 64
 
 // RecoverReport says what Recover found in the state file.
 type RecoverReport struct {
@@ -226,8 +232,25 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	p.mu.Unlock()
 	close(p.started)
 	r.log.Debug("re-attached", "id", p.id, "backend", p.backend, "pid", h.PID())
+	// A process that ended while no supervisor ran must be listed with its
+	// real status as soon as Recover returns, not a moment later: when
+	// Wait answers at once, let the monitor collect the output and record
+	// the end before returning.
+	wctx, cancel := context.WithTimeout(ctx, recoverExitProbe)
+	_, werr := h.Wait(wctx)
+	cancel()
 	go p.monitor()
-	return StateRunning
+	if werr != nil {
+		return StateRunning
+	}
+	t := time.NewTimer(recoverRefillTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return p.info().State
 }
 
 func (r *Registry) attach(ctx context.Context, rec checkpointRecord) (env.Process, error) {

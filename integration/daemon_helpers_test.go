@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/daemon"
+	"github.com/corralhq/corral/registry"
+)
+
+// daemonHome is an isolated corral user environment: its own HOME (state
+// directory, local backend state) and XDG_RUNTIME_DIR (socket), so tests
+// never meet another test's daemon.
+type daemonHome struct {
+	t      *testing.T
+	bin    string
+	home   string
+	socket string
+	env    []string
+	serve  *exec.Cmd // the foreground daemon, when started by serve
+}
+
+func newDaemonHome(t *testing.T, bin string) *daemonHome {
+	t.Helper()
+	// Short paths: a unix socket path must fit in 108 bytes.
+	root, err := os.MkdirTemp("", "cd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &daemonHome{t: t, bin: bin, home: filepath.Join(root, "h")}
+	rt := filepath.Join(root, "r")
+	for _, d := range []string{h.home, rt} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.socket = filepath.Join(rt, "corral", "corral.sock")
+	for _, kv := range os.Environ() {
+		switch name, _, _ := bytes.Cut([]byte(kv), []byte("=")); string(name) {
+		case "HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "CORRAL_SOCKET", "CORRAL_NO_AUTOSTART":
+			continue
+		}
+		h.env = append(h.env, kv)
+	}
+	h.env = append(h.env, "HOME="+h.home, "XDG_RUNTIME_DIR="+rt)
+	t.Cleanup(func() {
+		// Kill what is left, stop the daemon, remove the files.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := daemon.NewClient(h.socket)
+		if _, err := c.Status(ctx); err == nil {
+			c.Shutdown(ctx, true)
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := c.Status(ctx); errors.Is(err, daemon.ErrNoDaemon) {
+					break
+				}
+				c.CloseIdle()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if h.serve != nil && h.serve.Process != nil {
+			h.serve.Process.Kill()
+			h.serve.Wait()
+		}
+		os.RemoveAll(root)
+	})
+	return h
+}
+
+// run runs corral with this home's environment.
+func (h *daemonHome) run(args ...string) cliResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.bin, args...)
+	cmd.Env = h.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		h.t.Fatalf("corral %q: %v", args, err)
+	}
+	return cliResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+}
+
+// mustRun runs corral and fails the test unless it exits 0.
+func (h *daemonHome) mustRun(args ...string) string {
+	h.t.Helper()
+	r := h.run(args...)
+	if r.code != 0 {
+		h.t.Fatalf("corral %q: exit %d, stderr %q", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// startServe runs `corral serve` as a child of the test (so that it can be
+// killed with SIGKILL) and waits until it answers.
+func (h *daemonHome) startServe() {
+	h.t.Helper()
+	cmd := exec.Command(h.bin, "serve", "--log-level", "info")
+	cmd.Env = h.env
+	logf, err := os.OpenFile(filepath.Join(h.home, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.serve = cmd
+	c := daemon.NewClient(h.socket)
+	defer c.CloseIdle()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := c.Status(context.Background())
+		if err == nil && st.PID == cmd.Process.Pid {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(h.home, "serve.log"))
+			h.t.Fatalf("corral serve did not answer within a minute: %v\n%s", err, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// crashServe kills the foreground daemon with SIGKILL.
+func (h *daemonHome) crashServe() {
+	h.t.Helper()
+	h.serve.Process.Signal(syscall.SIGKILL)
+	h.serve.Wait()
+	h.serve = nil
+}
+
+// list returns `corral ps -a --json` filtered by label.
+func (h *daemonHome) list(label string) []registry.Info {
+	h.t.Helper()
+	args := []string{"ps", "-a", "--json"}
+	if label != "" {
+		args = append(args, "--label", label)
+	}
+	var out []registry.Info
+	if err := json.Unmarshal([]byte(h.mustRun(args...)), &out); err != nil {
+		h.t.Fatalf("ps --json: %v", err)
+	}
+	return out
+}
+
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
