@@ -323,3 +323,35 @@ func TestDaemonPS1000(t *testing.T) {
 	slices.Sort(runs)
 	t.Logf("corral ps -a with 1000 tracked processes, end to end: median %s, min %s, max %s", runs[len(runs)/2], runs[0], runs[len(runs)-1])
 }
+
+// TestDaemonGracefulStopKeepsProcesses: SIGTERM stops the daemon but not
+// its processes; the next daemon re-attaches them.
+func TestDaemonGracefulStopKeepsProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the corral binary")
+	}
+	h := newDaemonHome(t, buildCorral(t))
+	h.startServe()
+	flag := filepath.Join(t.TempDir(), "go")
+	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ]; do sleep 0.01; done; echo after; exit 9", flag)))
+	waitCond(t, "first output", func() bool { return h.mustRun("logs", id) == "before\n" })
+	h.serve.Process.Signal(syscall.SIGTERM)
+	if err := h.serve.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
+	h.serve = nil
+	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
+		t.Fatalf("socket left: %v", err)
+	}
+	h.startServe()
+	if in := h.list(""); len(in) != 1 || in[0].State != registry.StateRunning {
+		t.Fatalf("after graceful restart: %+v", in)
+	}
+	os.WriteFile(flag, nil, 0o600)
+	if r := h.run("wait", id); r.code != 9 {
+		t.Fatalf("wait: %+v", r)
+	}
+	if out := h.mustRun("logs", id); out != "before\nafter\n" {
+		t.Fatalf("logs %q", out)
+	}
+}
