@@ -492,9 +492,12 @@ func (c *conn) newSession(ctx context.Context, client *xssh.Client) (*xssh.Sessi
 	delay := 2 * time.Millisecond
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		sess, err := client.NewSession()
+		sess, err := c.openChannel(ctx, client)
 		if err == nil {
 			return sess, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		var oce *xssh.OpenChannelError
 		if !errors.As(err, &oce) {
@@ -512,6 +515,48 @@ func (c *conn) newSession(ctx context.Context, client *xssh.Client) (*xssh.Sessi
 			return nil, ctx.Err()
 		}
 		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// openChannel opens a session with a deadline of its own. x/crypto waits
+// for the server's answer without one, and a half-dead server (its
+// connection process alive, the rest gone) never answers: that hung a
+// whole test binary for ten minutes. No answer within KeepAliveTimeout
+// means the connection is dead; closing the client fails the open, and the
+// caller waits for the reconnect as for any lost connection.
+func (c *conn) openChannel(ctx context.Context, client *xssh.Client) (*xssh.Session, error) {
+	type opened struct {
+		sess *xssh.Session
+		err  error
+	}
+	res := make(chan opened, 1)
+	go func() {
+		sess, err := client.NewSession()
+		res <- opened{sess, err}
+	}()
+	closeLate := func() {
+		if r := <-res; r.sess != nil {
+			_ = r.sess.Close()
+		}
+	}
+	timeout := c.d.opts.KeepAliveTimeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		return r.sess, r.err
+	case <-t.C:
+		client.Close()
+		closeLate()
+		return nil, fmt.Errorf("no answer to a session open within %s", timeout)
+	case <-ctx.Done():
+		// The answer still comes, or the client dies; a session that
+		// opens after all is closed unused.
+		go closeLate()
+		return nil, ctx.Err()
 	}
 }
 
