@@ -17,7 +17,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Extra flags for go test, e.g. GOTESTFLAGS=-v (CI) or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
-TEST_TIMEOUT ?= 25m
+TEST_TIMEOUT ?= 10m
 # -benchtime for make bench; each benchmark sizes its own work per op.
 BENCHTIME ?= 1s
 
