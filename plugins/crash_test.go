@@ -157,8 +157,8 @@ func TestCrashRestartsForNewCalls(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	old := killPlugin(t, e)
-	waitGone(t, old, "")
+	killPlugin(t, e)
+	waitHostSeesDeath(t, e)
 	p, err := e.Start(ctx, env.Spec{Command: "echo hello"})
 	if err != nil {
 		t.Fatalf("Start after the plugin died: %v", err)
@@ -221,4 +221,17 @@ func helperHost(spec string) int {
 	}
 	fmt.Println(e.(*plugins.Env).PluginPID(), p.PID())
 	select {}
+}
+
+// waitHostSeesDeath waits (bounded) until the host has noticed that its
+// plugin process ended; from then on no call may go to the dead plugin.
+func waitHostSeesDeath(t *testing.T, e env.Environment) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.(*plugins.Env).PluginPID() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the host did not notice the plugin's death within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -163,7 +163,7 @@ func Probe(ctx context.Context, f Found, opts Options) (Info, error) {
 	if err != nil {
 		return info, err
 	}
-	defer c.client.Kill()
+	defer c.kill()
 	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{})
 	if err != nil {
 		return info, wire.FromStatus("plugin "+f.Name+": info", err)

@@ -67,7 +67,8 @@ type Env struct {
 	closed    bool
 	lastFail  time.Time
 	lastErr   error
-	restartMu sync.Mutex // one restart at a time
+	restartMu sync.Mutex     // one restart at a time
+	pending   sync.WaitGroup // asynchronous Releases in flight
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -84,7 +85,7 @@ func (e *Env) connect(ctx context.Context) (*conn, error) {
 	}
 	resp, err := c.rpc.Open(ctx, &pb.OpenRequest{Target: e.target})
 	if err != nil {
-		c.client.Kill()
+		c.kill()
 		return nil, wire.FromStatus(fmt.Sprintf("plugin %s: open %q", e.found.Name, e.target), err)
 	}
 	if e.name == "" {
@@ -124,7 +125,7 @@ func (e *Env) conn(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("plugin %s: %w", e.found.Name, env.ErrReleased)
 	}
 	if c != nil {
-		c.client.Kill()
+		c.kill()
 	}
 	e.log.Warn("plugin died; starting a new plugin process", "target", e.target)
 	nc, err := e.connect(ctx)
@@ -139,7 +140,7 @@ func (e *Env) conn(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	if e.closed {
-		nc.client.Kill()
+		nc.kill()
 		return nil, fmt.Errorf("plugin %s: %w", e.found.Name, env.ErrReleased)
 	}
 	e.cur = nc
@@ -225,6 +226,7 @@ func (e *Env) Close() error {
 	e.closed = true
 	c := e.cur
 	e.mu.Unlock()
+	e.pending.Wait()
 	if c == nil {
 		return nil
 	}
@@ -239,7 +241,7 @@ func (e *Env) Close() error {
 			err = e.fail(c, "close", err)
 		}
 	}
-	c.client.Kill()
+	c.kill()
 	return err
 }
 
@@ -400,6 +402,10 @@ func (p *process) Ref() (env.Ref, error) {
 	return *p.ref, nil
 }
 
+// Release drops the handle. The plugin frees its side asynchronously: the
+// caller loses nothing by not waiting (the process keeps running either
+// way), and a start-wait-release cycle costs one round trip less. Close
+// waits for pending releases.
 func (p *process) Release() error {
 	p.mu.Lock()
 	if p.released {
@@ -412,14 +418,17 @@ func (p *process) Release() error {
 	if !c.alive() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.rpc.Release(ctx, &pb.ProcessRequest{ProcessId: id}); err != nil {
-		if errors.Is(p.e.fail(c, p.op("release"), err), env.ErrUnavailable) {
-			return nil // the plugin is gone, and the handle with it
+	p.e.pending.Add(1)
+	go func() {
+		defer p.e.pending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.rpc.Release(ctx, &pb.ProcessRequest{ProcessId: id}); err != nil {
+			if err := p.e.fail(c, p.op("release"), err); !errors.Is(err, env.ErrUnavailable) {
+				p.e.log.Warn("release", "err", err)
+			}
 		}
-		return p.e.fail(c, p.op("release"), err)
-	}
+	}()
 	return nil
 }
 
