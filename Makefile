@@ -26,7 +26,7 @@ BENCHTIME ?= 1s
 export CORRAL_REQUIRE_DOCKER
 export CORRAL_REQUIRE_SSH
 
-.PHONY: test fmt-check vet staticcheck staticcheck-install test-image unit cross build bench clean
+.PHONY: generate test fmt-check vet staticcheck staticcheck-install test-image unit cross build bench clean
 
 ## test: everything CI checks, in order: format, vet, staticcheck, tests, cross-builds
 test: fmt-check vet staticcheck test-image unit cross
@@ -66,6 +66,12 @@ cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 	@echo "cross-builds: ok (darwin/arm64, windows/amd64)"
+
+## generate: regenerate plugins/proto's gRPC code (protoc from Debian's
+## protobuf-compiler; the Go generators are pinned as go.mod tools). The
+## test TestGeneratedCodeIsFresh fails when the committed code is stale.
+generate:
+	$(GO) generate ./plugins/proto
 
 ## build: ./bin/corral with version and commit stamped in
 build:

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/env"
@@ -101,9 +100,7 @@ func (c *conn) alive() bool {
 // Without pidfds (old kernels) it reads /proc.
 func (c *conn) exited() bool {
 	if c.pidfd >= 0 {
-		fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		return err == nil && n > 0
+		return pidfdExited(c.pidfd)
 	}
 	return !processRunning(c.pid)
 }
@@ -128,7 +125,7 @@ func (c *conn) kill() {
 	c.client.Kill()
 	c.closeOnce.Do(func() {
 		if c.pidfd >= 0 {
-			unix.Close(c.pidfd)
+			closePidfd(c.pidfd)
 		}
 	})
 }
@@ -199,12 +196,7 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 		if rc := client.ReattachConfig(); rc != nil {
 			pid = rc.Pid
 		}
-		pidfd := -1
-		if pid > 0 {
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				pidfd = fd
-			}
-		}
+		pidfd := openPidfd(pid)
 		return &conn{gen: gen, pid: pid, client: client, rpc: r.rpc, dead: make(chan struct{}), pidfd: pidfd}, nil
 	case <-ctx.Done():
 		go func() { <-done; client.Kill() }()

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/corralhq/corral/plugins/internal/wire"
 	pb "github.com/corralhq/corral/plugins/proto"
@@ -130,12 +129,8 @@ func checkOwnership(path string) error {
 		if err != nil {
 			return fmt.Errorf("plugins: check %s: %w", p, err)
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("plugins: check %s: no owner information on this system", p)
-		}
-		if st.Uid != 0 && st.Uid != uid {
-			return fmt.Errorf("plugins: refusing plugin %s: %s is owned by uid %d, not by root or the current user (uid %d)", path, p, st.Uid, uid)
+		if owner, ok := fileOwner(fi); ok && owner != 0 && owner != uid {
+			return fmt.Errorf("plugins: refusing plugin %s: %s is owned by uid %d, not by root or the current user (uid %d)", path, p, owner, uid)
 		}
 		if fi.Mode().Perm()&0o022 != 0 {
 			return fmt.Errorf("plugins: refusing plugin %s: %s is writable by group or others (mode %v); run chmod go-w %s", path, p, fi.Mode().Perm(), p)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/daemon"
@@ -86,7 +85,7 @@ func spawnDaemon(paths daemon.Paths) (int, error) {
 	cmd := exec.Command(exe, "serve", "--log-level", "info", "--quiet-if-running")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = daemonProcAttr()
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command corral-backend-bwrap is a backend plugin that isolates commands
 // with bubblewrap (bwrap): each sandbox is a set of Linux namespaces (mount,
 // PID, network, IPC, UTS) whose root is the host's root bound read-only,
