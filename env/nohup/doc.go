@@ -38,10 +38,10 @@
 // a zombie's /proc/PID/stat field 52 holds its wait status. Because the
 // command's parent is stopped, the command stays a zombie after it ends;
 // the wrapper reads field 52 (Linux 3.5+), writes exit, and resumes the
-// parent, which reaps it. The wrapper polls the command's state with only
-// builtins between sleeps of 5ms growing to 200ms, so exit detection lags
-// at most ~0.2s inside the sandbox plus one engine poll interval; the
-// benchmark BenchmarkExitDetection measures the median end to end.
+// parent, which reaps it. Every poll (Start's wait, Wait, Output, Remove)
+// does the same the moment it finds the zombie, so exit detection does not
+// wait for the wrapper, which looks with only builtins between sleeps of
+// 5ms growing to 100ms (it only matters when nobody polls).
 //
 // Why no nohup(1). nohup sets SIGHUP to ignored, and a POSIX shell cannot
 // reset a signal ignored on entry, so the command could never be killed by
@@ -66,15 +66,33 @@
 //
 // # Output and polling
 //
-// One poll is one round trip: it reports whether exit exists (looked at
-// before the log size, so a reader that reached that size after seeing
-// exit is done), the log size, and at most Options.ChunkSize new bytes from
-// the reader's offset (tail -c +N | head -c MAX), so only new bytes cross
-// the transport. Intervals start at Poll.Min and grow by Poll.Factor to
-// Poll.Max while nothing happens; new output and Signal reset them. The
-// stream ends at the size seen after exit appeared: there is no grace for
-// escaped descendants, whose later output a new Output from that offset
-// still returns. Output may be opened any number of times from any offset.
+// One poll is one round trip: it reports the state (looked at before the
+// log size, so a reader that reached that size after seeing the end is
+// done), the log size, and at most Options.ChunkSize new bytes from the
+// reader's offset (tail -c +N | head -c MAX), so only new bytes cross the
+// transport. The stream ends at the size seen after exit appeared: there
+// is no grace for escaped descendants, whose later output a new Output
+// from that offset still returns. Output may be opened any number of times
+// from any offset.
+//
+// Round trips are what a run costs (a docker exec is tens of ms, an ssh
+// session ~10ms), so:
+//
+//   - Start waits up to Options.StartWait (50ms) inside the sandbox for the
+//     command to end and brings back its state and first chunk of output
+//     with its identity. A short command costs one round trip: Wait and
+//     the first Output use that report. Later Outputs poll, so a replay
+//     sees what escapees wrote since.
+//   - A poll of Wait or Output is a long poll: it waits inside the sandbox,
+//     checking in sleeps of 5ms growing to 50ms (sleep(1) with fractions;
+//     dash, bash and busybox have them), until the command ended, the log
+//     grew past the reader's offset, or Options.LongPoll (1s) passed. An
+//     exit is seen within ~50ms, at one round trip per second per waiter
+//     and two forks (sleep, wc) per step inside the sandbox while idle.
+//     Long polls hold a transport session each, so at most
+//     Options.MaxLongPolls (4) run at once per Env; the others look once
+//     and are paced by Poll (Min, growing by Factor to Max; new output and
+//     Signal reset it), as are all polls when LongPoll < 0.
 //
 // # Errors
 //

@@ -30,15 +30,16 @@ func dash() nohuptest.Shell {
 }
 
 // TestOutputBytesOnTheWire checks that reading a 100 MiB log incrementally
-// moves about 100 MiB across the transport: each poll sends only new bytes.
+// moves about 100 MiB across the transport: each poll sends only new bytes,
+// and the first chunk Start brings back is not sent again.
 func TestOutputBytesOnTheWire(t *testing.T) {
 	e, tr := newEnv(t, dash())
 	const size = 100 << 20
+	before := tr.OutBytes()
 	p := start(t, e, env.Spec{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' 'x'", size)})
 	if st, err := p.Wait(testCtx(t)); err != nil || !st.Success() {
 		t.Fatalf("Wait = %v, %v", st, err)
 	}
-	before := tr.OutBytes()
 	r, err := p.Output(testCtx(t), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -613,4 +614,40 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 	if err := p.Signal(ctx, env.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkForegroundTrue runs `true` in the foreground (Start, Output
+// drained, Wait, Remove) on the local transport: the cost of the scripts
+// themselves, without a container engine or a network in between. It
+// reports the transport round trips per run (execs/op).
+func BenchmarkForegroundTrue(b *testing.B) {
+	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
+	e, err := nohup.New(tr, nohup.Options{BaseDir: b.TempDir() + "/s"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	execs := tr.Execs()
+	for b.Loop() {
+		p, err := e.Start(ctx, env.Spec{Command: "true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Output(ctx, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
+		if st, err := p.Wait(ctx); err != nil || !st.Success() {
+			b.Fatalf("Wait = %v, %v", st, err)
+		}
+		if err := p.Remove(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(tr.Execs()-execs)/float64(b.N), "execs/op")
 }

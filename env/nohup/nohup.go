@@ -28,6 +28,10 @@ type Env struct {
 	baseDir   string            // resolved lazily: the default needs `id -u`
 	attached  map[*process]bool // live handles of processes started without Detach
 	lastSweep time.Time
+
+	startSteps string        // sleepSteps of the start script's wait for the end
+	pollSteps  string        // sleepSteps of one long poll
+	longPolls  chan struct{} // one token per long poll in flight
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -45,7 +49,14 @@ func New(t Transport, opts Options) (*Env, error) {
 	if !validSafePath(opts.Shell) {
 		return nil, fmt.Errorf("nohup: New: Shell %q: must be an absolute path of [A-Za-z0-9._/-]", opts.Shell)
 	}
-	return &Env{t: t, opts: opts, baseDir: opts.BaseDir, attached: map[*process]bool{}}, nil
+	return &Env{
+		t: t, opts: opts, baseDir: opts.BaseDir, attached: map[*process]bool{},
+		// A short command ends a few ms after the wrapper reports it
+		// running: look soon and often, the wait is short anyway.
+		startSteps: sleepSteps(opts.StartWait, time.Millisecond, 10*time.Millisecond),
+		pollSteps:  sleepSteps(opts.LongPoll, 5*time.Millisecond, 50*time.Millisecond),
+		longPolls:  make(chan struct{}, opts.MaxLongPolls),
+	}, nil
 }
 
 // Name implements env.Environment.
@@ -61,7 +72,7 @@ func (e *Env) Capabilities() env.Capabilities {
 		Notes: []string{
 			"no PTY: commands run with pipes only",
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
-			"exit status read from /proc (Linux 3.5+); exit detection may lag up to 0.2s behind the process inside the sandbox plus one poll interval",
+			"exit status read from /proc (Linux 3.5+); a waiter sees an exit within ~50ms inside the sandbox plus one round trip",
 		},
 	}
 }
@@ -165,12 +176,14 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if spec.Stdin {
 		si = "1"
 	}
-	args := []string{base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, spec.Env), sweep, wrapperBody}
+	args := []string{base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, spec.Env), sweep, wrapperBody,
+		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps}
 	out, err := e.exec(ctx, "start", script(launchBody, args...), nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
 	}
-	line := strings.TrimSpace(string(out))
+	first, rest, _ := bytes.Cut(out, []byte("\n"))
+	line := strings.TrimSpace(string(first))
 	switch {
 	case line == "nodir":
 		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
@@ -193,6 +206,17 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		*nums[i] = n
 	}
 	p := e.newProcess(ref)
+	// The report is cached for Wait and the first Output (see
+	// process.first). A lost or unreadable state is left for Wait to find
+	// and report; a garbled report only costs the round trips it saved.
+	if rep, err := parseReport(rest); err != nil {
+		e.opts.Logger.Warn("nohup: start: ignoring the first report", "env", e.opts.Name, "pid", ref.PID, "err", err)
+	} else {
+		if s, done, err := p.parseState(rep.state); done && err == nil {
+			p.setStatus(s)
+		}
+		p.first = &rep
+	}
 	if !spec.Detach {
 		e.mu.Lock()
 		e.attached[p] = true
@@ -252,7 +276,7 @@ func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
 		return nil, fmt.Errorf("nohup %s: attach: bad ref data: %w", e.opts.Name, err)
 	}
 	p := e.newProcess(r)
-	st, err := p.state(ctx)
+	st, err := p.state(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}

@@ -2,6 +2,8 @@ package nohup
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,6 +35,24 @@ type Options struct {
 	Retention time.Duration
 	// ChunkSize bounds the log bytes one poll transfers. Default 1 MiB.
 	ChunkSize int64
+	// StartWait is how long Start waits inside the sandbox, in the same
+	// round trip, for the command to end. A command that ends within it
+	// costs one round trip in all: Start brings back its exit status and
+	// its first ChunkSize bytes of output, which Wait and the first Output
+	// use without asking the sandbox again. Default 50ms; negative: Start
+	// returns as soon as the command runs.
+	StartWait time.Duration
+	// LongPoll is how long one poll of Wait or Output waits inside the
+	// sandbox for the command to end or (Output) for new output, checking
+	// in steps of 5ms growing to 50ms. An idle process then costs one round
+	// trip per LongPoll per reader, and an exit is seen within one step
+	// instead of one client-side interval (Poll). Default 1s; negative
+	// disables long polls: each poll looks once and Poll paces them.
+	LongPoll time.Duration
+	// MaxLongPolls bounds the long polls in flight at once per Env, since
+	// each holds a transport session (an ssh connection allows 10): when
+	// all are taken, polls look once and Poll paces them. Default 4.
+	MaxLongPolls int
 	// Logger receives debug and warning messages. Default slog.Default().
 	Logger *slog.Logger
 	// OnClose, when set, is run by Close after the processes were handled,
@@ -65,6 +85,15 @@ func (o Options) withDefaults() Options {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = 1 << 20
 	}
+	if o.StartWait == 0 {
+		o.StartWait = 50 * time.Millisecond
+	}
+	if o.LongPoll == 0 {
+		o.LongPoll = time.Second
+	}
+	if o.MaxLongPolls <= 0 {
+		o.MaxLongPolls = 4
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -88,3 +117,19 @@ func (b *backoff) next() time.Duration {
 
 // reset makes the next poll fast again (new output, a signal).
 func (b *backoff) reset() { b.cur = b.cfg.Min }
+
+// sleepSteps returns the sleeps, in seconds for sleep(1), that a script
+// waiting inside the sandbox takes between its checks: first, growing by
+// half per step up to most, adding up to at most total. Empty when total
+// is not positive: the script checks once.
+func sleepSteps(total, first, most time.Duration) string {
+	var b strings.Builder
+	for step, sum := first, time.Duration(0); total > 0 && sum+step <= total; step = min(step*3/2, most) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatFloat(step.Seconds(), 'f', 3, 64))
+		sum += step
+	}
+	return b.String()
+}

@@ -27,6 +27,59 @@ type process struct {
 	stdinClosed bool
 	kick        chan struct{} // closed (and replaced) by Signal: pollers speed up
 	writeMu     sync.Mutex    // keeps concurrent Writes from interleaving
+
+	// first is the report Start brought back: state, log size and the log
+	// from offset 0. The first Output from an offset it covers uses it
+	// instead of a round trip; later ones poll, so that a replay still
+	// sees what escaped descendants wrote after it was taken.
+	first *report
+}
+
+// report is one poll's answer: the state (see stateFunc), the log size
+// seen after it, and the log bytes from the poll's offset.
+type report struct {
+	state string
+	size  int64
+	data  []byte
+}
+
+// parseReport parses "STATE\nSIZE\n" followed by the raw log bytes.
+func parseReport(out []byte) (report, error) {
+	st, rest, ok1 := bytes.Cut(out, []byte("\n"))
+	sz, data, ok2 := bytes.Cut(rest, []byte("\n"))
+	size, err := strconv.ParseInt(string(sz), 10, 64)
+	if !ok1 || !ok2 || err != nil || size < 0 {
+		return report{}, fmt.Errorf("malformed poll reply %q", trunc(out))
+	}
+	return report{state: string(st), size: size, data: data}, nil
+}
+
+// takeFirst returns Start's report once, if its bytes begin at or before
+// off.
+func (p *process) takeFirst(off int64) *report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.first
+	if f == nil || off > int64(len(f.data)) {
+		return nil
+	}
+	p.first = nil
+	return f
+}
+
+// stepsFor returns the sleep steps for the next poll, and a function to
+// call when it is done: a long poll while a slot is free, else a single
+// look (empty steps) that the caller paces with its backoff.
+func (e *Env) stepsFor() (steps string, done func()) {
+	if e.pollSteps == "" {
+		return "", func() {}
+	}
+	select {
+	case e.longPolls <- struct{}{}:
+		return e.pollSteps, func() { <-e.longPolls }
+	default:
+		return "", func() {}
+	}
 }
 
 func (e *Env) newProcess(r refData) *process {
@@ -81,10 +134,12 @@ func (p *process) check() error {
 
 func (p *process) PID() int { return int(p.ref.PID) }
 
-// state runs the status script: "running", "code N", "signal N", "lost" or
-// "gone".
-func (p *process) state(ctx context.Context) (string, error) {
-	out, err := p.e.exec(ctx, "status", script(statusBody, p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart))), nil, true)
+// state runs the wait script: "running", "code N", "signal N", "lost" or
+// "gone". With steps, it returns once the state is not "running" or the
+// steps' sleeps are over.
+func (p *process) state(ctx context.Context, steps string) (string, error) {
+	r := p.ref
+	out, err := p.e.exec(ctx, "status", script(waitBody, r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)), steps), nil, true)
 	if err != nil {
 		return "", err
 	}
@@ -145,7 +200,9 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	}
 	b := newBackoff(p.e.opts.Poll)
 	for {
-		st, err := p.state(ctx)
+		steps, release := p.e.stepsFor()
+		st, err := p.state(ctx, steps)
+		release()
 		if err != nil {
 			if ctx.Err() != nil {
 				return env.ExitStatus{}, ctx.Err()
@@ -160,8 +217,10 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 			p.setStatus(s)
 			return s, nil
 		}
-		if err := p.pause(ctx, b, nil); err != nil {
-			return env.ExitStatus{}, err
+		if steps == "" {
+			if err := p.pause(ctx, b, nil); err != nil {
+				return env.ExitStatus{}, err
+			}
 		}
 		if err := p.check(); err != nil {
 			return env.ExitStatus{}, err
@@ -180,32 +239,51 @@ func (p *process) Output(ctx context.Context, offset int64) (io.ReadCloser, erro
 	if offset < 0 {
 		return nil, fmt.Errorf("%s: output: negative offset %d", p.name(), offset)
 	}
-	return &outputReader{p: p, ctx: ctx, off: offset, stop: make(chan struct{}), b: newBackoff(p.e.opts.Poll)}, nil
+	// Close cancels a long poll in flight, which may wait a while.
+	ctx, cancel := context.WithCancel(ctx)
+	r := &outputReader{p: p, ctx: ctx, cancel: cancel, off: offset, stop: make(chan struct{}), b: newBackoff(p.e.opts.Poll)}
+	if f := p.takeFirst(offset); f != nil {
+		rep := *f
+		rep.data = rep.data[offset:]
+		r.take(rep)
+	}
+	return r, nil
 }
 
 type outputReader struct {
-	p    *process
-	ctx  context.Context
-	off  int64
-	buf  []byte
-	done bool
-	b    *backoff
+	p      *process
+	ctx    context.Context
+	cancel context.CancelFunc
+	off    int64
+	buf    []byte
+	done   bool
+	b      *backoff
 
 	closeOnce sync.Once
 	stop      chan struct{}
 }
 
 func (r *outputReader) Close() error {
-	r.closeOnce.Do(func() { close(r.stop) })
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.cancel()
+	})
 	return nil
+}
+
+func (r *outputReader) closed() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *outputReader) Read(b []byte) (int, error) {
 	for len(r.buf) == 0 {
-		select {
-		case <-r.stop:
+		if r.closed() {
 			return 0, errClosed
-		default:
 		}
 		if r.done {
 			return 0, io.EOF
@@ -213,11 +291,18 @@ func (r *outputReader) Read(b []byte) (int, error) {
 		if err := r.p.check(); err != nil {
 			return 0, err
 		}
-		if err := r.poll(); err != nil {
+		long, err := r.poll()
+		if err != nil {
+			if r.closed() {
+				return 0, errClosed
+			}
 			return 0, err
 		}
-		if len(r.buf) == 0 && !r.done {
+		if len(r.buf) == 0 && !r.done && !long {
 			if err := r.p.pause(r.ctx, r.b, r.stop); err != nil {
+				if r.closed() {
+					return 0, errClosed
+				}
 				return 0, err
 			}
 		}
@@ -227,43 +312,51 @@ func (r *outputReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// poll does one round trip: state, log size and new bytes.
-func (r *outputReader) poll() error {
+// poll does one round trip: state, log size and new bytes. long reports
+// whether it was a long poll, which needs no pause before the next.
+func (r *outputReader) poll() (long bool, err error) {
 	p := r.p
-	scr := script(pollBody, p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart)),
-		strconv.FormatInt(r.off, 10), strconv.FormatInt(p.e.opts.ChunkSize, 10))
+	steps, release := p.e.stepsFor()
+	scr := script(pollBody, p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart)), itoa(int(p.ref.PID)), itoa(int(p.ref.Start)),
+		strconv.FormatInt(r.off, 10), strconv.FormatInt(p.e.opts.ChunkSize, 10), steps)
 	out, err := p.e.exec(r.ctx, "output", scr, nil, true)
+	release()
 	if err != nil {
 		if r.ctx.Err() != nil {
-			return r.ctx.Err()
+			return false, r.ctx.Err()
 		}
-		return err
+		return false, err
 	}
-	st, rest, ok1 := bytes.Cut(out, []byte("\n"))
-	sz, data, ok2 := bytes.Cut(rest, []byte("\n"))
-	size, err := strconv.ParseInt(string(sz), 10, 64)
-	if !ok1 || !ok2 || err != nil {
-		return fmt.Errorf("%s: output: malformed poll reply %q", p.name(), trunc(out))
+	rep, err := parseReport(out)
+	if err != nil {
+		return false, fmt.Errorf("%s: output: %w", p.name(), err)
 	}
-	s, finished, serr := p.parseState(string(st))
-	if serr != nil && !errors.Is(serr, env.ErrNotFound) {
-		return serr
+	if rep.state == "gone" {
+		_, _, serr := p.parseState(rep.state)
+		return false, serr
 	}
-	if string(st) == "gone" {
-		return serr
+	if _, _, serr := p.parseState(rep.state); serr != nil && !errors.Is(serr, env.ErrNotFound) {
+		return false, serr
 	}
-	if len(data) > 0 {
-		r.buf = data
-		r.off += int64(len(data))
+	r.take(rep)
+	return steps != "", nil
+}
+
+// take consumes one report whose bytes start at r.off.
+func (r *outputReader) take(rep report) {
+	p := r.p
+	s, finished, serr := p.parseState(rep.state)
+	if len(rep.data) > 0 {
+		r.buf = rep.data
+		r.off += int64(len(rep.data))
 		r.b.reset()
 	}
-	if finished && r.off >= size {
+	if finished && r.off >= rep.size {
 		if serr == nil {
 			p.setStatus(s)
 		}
 		r.done = true
 	}
-	return nil
 }
 
 func trunc(b []byte) []byte {
@@ -405,7 +498,8 @@ func (p *process) Remove(ctx context.Context) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	out, err := p.e.exec(ctx, "remove", script(removeBody, p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart))), nil, false)
+	r := p.ref
+	out, err := p.e.exec(ctx, "remove", script(removeBody, r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start))), nil, false)
 	if err != nil {
 		return err
 	}

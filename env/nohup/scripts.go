@@ -39,8 +39,11 @@ const pstatFunc = `pstat() {
 }
 `
 
-// launchBody creates the state directory and starts the wrapper. Output,
-// one line: "ok CPID CSTART WPID WSTART" or an error word.
+// launchBody creates the state directory, starts the wrapper and, for up
+// to the sleeps in STEPS, waits for the command to end. Output: one line
+// "ok CPID CSTART WPID WSTART" (or an error word), then a report as
+// pollBody prints it (state, log size, the first MAX log bytes), so that a
+// short command costs one round trip in all.
 //
 // The command line and the environment go into the file spec (see
 // specFile), read only by the command's own shell just before it execs:
@@ -56,14 +59,20 @@ const pstatFunc = `pstat() {
 // leader, so it forks, its parent returns at once (the foreground command
 // ends) and the child starts X in a fresh session with default signal
 // dispositions.
-const launchBody = `set -f
+//
+// Every fork counts here (each costs a millisecond or more in a loaded
+// sandbox): existence checks are builtins, and BaseDir is created only
+// when missing.
+const launchBody = stateFunc + reportFunc + `set -f
 umask 077
 unset CDPATH
 base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 spec=$7 sweep=$8 W=$9
+shift 9
+max=$1 steps=$2
 if [ -n "$wd" ] && ! [ -d "$wd" ]; then echo nodir; exit 0; fi
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
 [ -x "$sh" ] || { echo noshell; exit 0; }
-mkdir -p "$base" 2>/dev/null
+[ -d "$base" ] || mkdir -p "$base" 2>/dev/null
 d=$base/$id
 mkdir "$d" || { echo nostate; exit 0; }
 if [ "$sweep" -gt 0 ]; then
@@ -77,7 +86,16 @@ if [ "$si" = 1 ]; then mkfifo "$d/in" || { echo nofifo; exit 0; }; fi
 : >"$d/log"
 printf '%s' "$spec" >"$d/spec" || { echo nostate; exit 0; }
 r=$(setsid setsid "$sh" -c "$W" corral-wrapper "$d" "$wd" "$si" "$tag" "$sh" </dev/null 2>>"$d/wrapper.err")
-case $r in "ok "*) echo "$r" ;; *) echo "nostart $r" ;; esac
+case $r in "ok "*) echo "$r" ;; *) echo "nostart $r"; exit 0 ;; esac
+set -- $r
+c=$2 cst=$3 w=$4 wst=$5
+state "$d" "$w" "$wst" "$c" "$cst"
+for s in $steps; do
+	[ "$st" = running ] || break
+	sleep "$s" 2>/dev/null || break
+	state "$d" "$w" "$wst" "$c" "$cst"
+done
+report "$d" 0 "$max"
 `
 
 // wrapperBody is the wrapper: it starts the command, reports its identity,
@@ -97,6 +115,19 @@ case $r in "ok "*) echo "$r" ;; *) echo "nostart $r" ;; esac
 // machine still lets the wrapper run), so even an instant exit is kept.
 // After reading the status the wrapper resumes the parent, which reaps the
 // command and exits.
+//
+// Any poll does the same as soon as it sees the zombie (see stateFunc), so
+// the wrapper's watch is not on the path of exit detection: it only
+// guarantees that an exit nobody polls for is recorded too. Its sleeps grow
+// from 5ms to 100ms, a fork every 100ms per long-running process: the
+// trade-off between idle cost and how soon an unwatched exit file appears.
+// When a poll has finished first (the exit file exists), the wrapper only
+// resumes the parent and ends.
+//
+// Every file is written with one echo, not tmp+mv (a mv is one more fork
+// on the way): nobody reads parent, holder and wrapper before the wrapper
+// reports "ok", the wrapper takes pid only once it holds both fields, and
+// for exit see stateFunc.
 const wrapperBody = pstatFunc + `set -f
 d=$1 wd=$2 si=$3 tag=$4 sh=$5
 P='echo "$$"; exec >/dev/null; src=$1 d=$2 tag=$3 sh=$4 wd=$5 G=$6
@@ -104,7 +135,7 @@ P='echo "$$"; exec >/dev/null; src=$1 d=$2 tag=$3 sh=$4 wd=$5 G=$6
 exit $?'
 G='sh=$1 wd=$2 d=$3 tag=$4
 s=; read -r s </proc/$$/stat; set -- ${s##*) }
-echo "$$ ${20}" >"$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid" || exit 125
+echo "$$ ${20}" >"$d/pid" || exit 125
 n=0
 while [ $n -lt 5000 ]; do
 	s=; read -r s 2>/dev/null </proc/$PPID/stat || [ -n "$s" ] || break
@@ -116,37 +147,48 @@ done
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
 . "$d/spec" || exit 125
 exec env "$@" "CORRAL_TREE=$tag" "$sh" -c "$cmd"'
-if sleep 0.001 2>/dev/null; then iv=0.002; else iv=1; fi
+iv=0.001
+nap() { sleep $iv 2>/dev/null || { iv=1; sleep 1; }; }
 src=/dev/null h=
 if [ "$si" = 1 ]; then
 	src=$d/in
 	sleep 2147483647 >"$d/in" </dev/null 2>/dev/null &
 	h=$!
-	pstat "$h" && echo "$h $p_start" >"$d/holder.tmp" && mv "$d/holder.tmp" "$d/holder"
+	pstat "$h" && echo "$h $p_start" >"$d/holder"
 fi
 p=$(setsid setsid "$sh" -c "$P" corral-parent "$src" "$d" "$tag" "$sh" "$wd" "$G" </dev/null)
 case $p in ''|*[!0-9]*) echo "noparent"; exit 1 ;; esac
 pstat "$p"; pst=$p_start
-n=0
-while ! [ -f "$d/pid" ]; do
+n=0 c= cst=
+while :; do
+	[ -f "$d/pid" ] && read -r c cst <"$d/pid"
+	[ -n "$cst" ] && break
 	n=$((n+1))
 	if [ $n -gt 5000 ] || ! pstat "$p" || [ "$p_start" != "$pst" ]; then echo "nocommand"; exit 1; fi
-	sleep $iv
+	if [ $n -gt 50 ]; then nap; fi
 done
 kill -STOP "$p"
 # Start returns only once the parent is really stopped: a signal the
 # supervisor sends right after must find the command's death kept.
 n=0
-while pstat "$p" && [ "$p_state" != T ] && [ $n -lt 5000 ]; do n=$((n+1)); sleep $iv; done
-echo "$p $pst" >"$d/parent.tmp" && mv "$d/parent.tmp" "$d/parent"
-read -r c cst <"$d/pid"
+while pstat "$p" && [ "$p_state" != T ] && [ $n -lt 5000 ]; do
+	n=$((n+1))
+	if [ $n -gt 50 ]; then nap; fi
+done
+echo "$p $pst" >"$d/parent"
 pstat $$
-echo "$$ $p_start" >"$d/wrapper.tmp" && mv "$d/wrapper.tmp" "$d/wrapper"
+echo "$$ $p_start" >"$d/wrapper"
 echo "ok $c $cst $$ $p_start"
 exec >/dev/null
 if [ "$iv" != 1 ]; then iv=0.005; fi
-while :; do
-	if ! pstat "$c" || [ "$p_start" != "$cst" ]; then st=lost; break; fi
+st=
+while ! [ -f "$d/exit" ]; do
+	if ! pstat "$c" || [ "$p_start" != "$cst" ]; then
+		# A poll that found the zombie first wrote exit, then resumed
+		# the parent, which reaped the command: not lost.
+		[ -f "$d/exit" ] || st=lost
+		break
+	fi
 	if [ "$p_state" = Z ] || [ "$p_state" = X ]; then
 		case $p_wstatus in
 		''|*[!0-9]*) st=lost ;;
@@ -155,47 +197,116 @@ while :; do
 		break
 	fi
 	sleep $iv
-	case $iv in 0.005) iv=0.01 ;; 0.01) iv=0.02 ;; 0.02) iv=0.05 ;; 0.05) iv=0.1 ;; 0.1) iv=0.2 ;; esac
+	case $iv in 0.005) iv=0.01 ;; 0.01) iv=0.02 ;; 0.02) iv=0.05 ;; 0.05) iv=0.1 ;; esac
 done
-echo "$st" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
+if [ -n "$st" ] && ! [ -f "$d/exit" ]; then echo "$st" >"$d/exit"; fi
 kill -CONT "$p" 2>/dev/null
 # The stdin holder has nobody left to hold the FIFO for.
 if [ -n "$h" ]; then kill "$h" 2>/dev/null; fi
 `
 
-// stateFunc defines state DIR WPID WSTART: it prints the exit file's
-// content, or "running" while the wrapper lives, or "lost" when the
-// wrapper is gone without an exit file, or "gone" when DIR does not exist.
+// stateFunc defines state DIR WPID WSTART CPID CSTART: it sets st to the
+// exit file's content, or "running" while the wrapper lives, or "lost"
+// when the wrapper is gone without an exit file, or "gone" when DIR does
+// not exist. It is a function setting a variable, not a command
+// substitution, so that polling it forks nothing.
+//
+// When the command (CPID, identified by CSTART) is a zombie, state
+// finishes it as the wrapper would: it reads the wait status from /proc,
+// writes exit and resumes the stopped parent. That takes the wrapper's
+// watch interval out of exit detection.
+//
+// exit is written in place (one short write; a tmp file and mv would cost
+// a fork), before the parent is resumed. So while anyone may find it empty
+// (being written), they then also find the zombie still there and derive
+// the same line from it; everyone who writes it writes that same line; and
+// a wrapper that finds the command reaped also finds exit complete and
+// does not call it lost.
+//
 // The exit file is read before the wrapper is looked at, and again after,
 // because the wrapper writes it just before it ends.
-const stateFunc = pstatFunc + `state() {
-	if ! [ -d "$1" ]; then echo gone; return; fi
-	e=; [ -f "$1/exit" ] && read -r e <"$1/exit"
-	if [ -n "$e" ]; then echo "$e"; return; fi
-	if pstat "$2" && [ "$p_start" = "$3" ]; then echo running; return; fi
-	[ -f "$1/exit" ] && read -r e <"$1/exit"
-	if [ -z "$e" ] && [ -f "$1/parent" ]; then
-		# Lost: resume the stopped parent so it reaps the command.
-		read -r e_p e_pst <"$1/parent"
-		pstat "$e_p" && [ "$p_start" = "$e_pst" ] && [ "$p_state" = T ] && kill -CONT "$e_p" 2>/dev/null
+const stateFunc = pstatFunc + `resume() {
+	r_p= r_pst=
+	[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
+	[ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ] && kill -CONT "$r_p" 2>/dev/null
+}
+state() {
+	st=
+	if ! [ -d "$1" ]; then st=gone; return; fi
+	[ -f "$1/exit" ] && read -r st <"$1/exit"
+	if [ -n "$st" ]; then return; fi
+	if pstat "$4" && [ "$p_start" = "$5" ] && { [ "$p_state" = Z ] || [ "$p_state" = X ]; }; then
+		case $p_wstatus in
+		''|*[!0-9]*) ;;
+		*)
+			if [ $((p_wstatus & 127)) -ne 0 ]; then st="signal $((p_wstatus & 127))"; else st="code $(((p_wstatus >> 8) & 255))"; fi
+			echo "$st" >"$1/exit"
+			resume "$1"
+			return ;;
+		esac
 	fi
-	echo "${e:-lost}"
+	if pstat "$2" && [ "$p_start" = "$3" ]; then st=running; return; fi
+	[ -f "$1/exit" ] && read -r st <"$1/exit"
+	if [ -z "$st" ]; then
+		# Lost: resume the stopped parent so it reaps the command.
+		resume "$1"
+		st=lost
+	fi
+	return 0
 }
 `
 
-// pollBody reports the state and the log size, then sends at most MAX log
-// bytes from offset OFF. Output: "STATE\nSIZE\n" then the raw bytes. The
-// state is taken before the size, so once it says exited, SIZE is final
-// (escapees aside) and a reader that reached it is done.
-const pollBody = stateFunc + `d=$1 wpid=$2 wst=$3 off=$4 max=$5
-state "$d" "$wpid" "$wst"
-size=$(wc -c <"$d/log" 2>/dev/null) || size=0
-echo $size
-if [ "$size" -gt "$off" ]; then tail -c +$((off+1)) "$d/log" | head -c "$max"; fi
+// reportFunc defines report DIR OFF MAX: it prints st, the log size, and
+// at most MAX log bytes from offset OFF. Called right after state, so the
+// size is taken after the state: once st says exited, SIZE is final
+// (escapees aside) and a reader that reached it is done. An empty log
+// costs no fork.
+const reportFunc = `logsize() {
+	size=0
+	if [ -s "$1/log" ]; then size=$(wc -c <"$1/log" 2>/dev/null) || size=0; fi
+	size=$((size))
+}
+report() {
+	echo "$st"
+	logsize "$1"
+	echo "$size"
+	if [ "$size" -gt "$2" ] && [ "$3" -gt 0 ]; then tail -c +$(($2+1)) "$1/log" | head -c "$3"; fi
+	return 0
+}
 `
 
-// statusBody prints the state only (Wait, Attach, Remove).
-const statusBody = stateFunc + `state "$1" "$2" "$3"
+// pollBody is one long poll of an output reader: it returns as soon as the
+// command has ended, or the log has grown past OFF, or after the sleeps in
+// STEPS (a list of seconds the Go side computes from Options.LongPoll;
+// empty: report at once). Then it reports (see reportFunc): "STATE\nSIZE\n"
+// and at most MAX raw bytes from OFF. Waiting inside the sandbox, in small
+// steps, detects an exit or new output within one step instead of one
+// client poll interval, at one transport round trip per LongPoll when idle.
+// A sleep without fractions ends the wait after one second.
+const pollBody = stateFunc + reportFunc + `d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 max=$7 steps=$8
+set -f
+state "$d" "$wpid" "$wst" "$c" "$cst"
+for s in $steps; do
+	[ "$st" = running ] || break
+	logsize "$d"
+	[ "$size" -gt "$off" ] && break
+	sleep "$s" 2>/dev/null || { sleep 1; state "$d" "$wpid" "$wst" "$c" "$cst"; break; }
+	state "$d" "$wpid" "$wst" "$c" "$cst"
+done
+report "$d" "$off" "$max"
+`
+
+// waitBody is pollBody for Wait: it waits for the end of the command only
+// and prints the state.
+const waitBody = stateFunc + `d=$1 wpid=$2 wst=$3 c=$4 cst=$5 steps=$6
+set -f
+state "$d" "$wpid" "$wst" "$c" "$cst"
+for s in $steps; do
+	[ "$st" = running ] || break
+	sleep "$s" 2>/dev/null || { sleep 1; state "$d" "$wpid" "$wst" "$c" "$cst"; break; }
+	state "$d" "$wpid" "$wst" "$c" "$cst"
+done
+echo "$st"
 `
 
 // treeFunc defines tree CPID CSTART TAG: it prints the PIDs of the live
@@ -261,9 +372,12 @@ echo ok
 `
 
 // removeBody deletes the state directory unless the process still runs.
+// A wrapper that is just ending may still write exit while rm runs (a poll
+// had finished the command first), so rm gets a second try.
 const removeBody = stateFunc + `d=$1
-case $(state "$d" "$2" "$3") in running) echo running; exit 0 ;; esac
-rm -rf "$d" && echo ok
+state "$d" "$2" "$3" "$4" "$5"
+case $st in running) echo running; exit 0 ;; esac
+{ rm -rf "$d" 2>/dev/null || rm -rf "$d"; } && echo ok
 `
 
 // uidBody prints the sandbox user's ID, for the default BaseDir.

@@ -1,0 +1,197 @@
+package nohup_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/env/nohup/nohuptest"
+)
+
+// newEnvOpts is newEnv with options; BaseDir, Shell and Name are set.
+func newEnvOpts(t *testing.T, sh nohuptest.Shell, opts nohup.Options) (*nohup.Env, *nohuptest.Local) {
+	t.Helper()
+	tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
+	opts.Name, opts.BaseDir, opts.Shell = "local-"+sh.Name, t.TempDir()+"/state", sh.Path
+	e, err := nohup.New(tr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, tr
+}
+
+// TestShortCommandOneRoundTrip checks that a command ending within
+// StartWait costs one round trip for Start, its whole output and Wait, and
+// that later Outputs still read the log from the sandbox.
+func TestShortCommandOneRoundTrip(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		// A long StartWait costs nothing: Start returns once the command
+		// ended. It keeps a loaded machine from making this test flaky.
+		e, tr := newEnvOpts(t, sh, nohup.Options{StartWait: 30 * time.Second})
+		ctx := testCtx(t)
+		before := tr.Execs()
+		p := start(t, e, env.Spec{Command: "echo hello; echo world >&2; exit 3"})
+		out := readAll(t, p, 0)
+		st, err := p.Wait(ctx)
+		if err != nil || st != env.Exited(3) {
+			t.Fatalf("Wait = %v, %v; want exit 3", st, err)
+		}
+		if string(out) != "hello\nworld\n" {
+			t.Fatalf("output %q", out)
+		}
+		if n := tr.Execs() - before; n != 1 {
+			t.Fatalf("Start, Output and Wait of a short command took %d round trips, want 1", n)
+		}
+		// The first report is used once; replays ask the sandbox.
+		if again := readAll(t, p, 6); string(again) != "world\n" {
+			t.Fatalf("Output from 6 = %q", again)
+		}
+		if n := tr.Execs() - before; n != 2 {
+			t.Fatalf("a replay took %d round trips in all, want 2", n)
+		}
+		if err := p.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestStartWaitDisabled checks that a negative StartWait returns from
+// Start at once, and Wait and Output still find the end.
+func TestStartWaitDisabled(t *testing.T) {
+	e, tr := newEnvOpts(t, dash(), nohup.Options{StartWait: -1, LongPoll: -1})
+	ctx := testCtx(t)
+	p := start(t, e, env.Spec{Command: "echo hi; exit 4"})
+	before := tr.Execs()
+	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
+		t.Fatalf("Wait = %v, %v", st, err)
+	}
+	if out := readAll(t, p, 0); string(out) != "hi\n" {
+		t.Fatalf("output %q", out)
+	}
+	if tr.Execs() == before {
+		t.Fatal("Wait and Output did not ask the sandbox: Start waited for the end although StartWait < 0")
+	}
+}
+
+// TestLongPollWaitsInSandbox checks that Wait and Output wait inside the
+// sandbox: with client-side polling at 1ms, a process that stays blocked
+// until its stdin closes still costs one round trip per waiter.
+func TestLongPollWaitsInSandbox(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, tr := newEnvOpts(t, sh, nohup.Options{
+			StartWait: -1, LongPoll: time.Minute,
+			Poll: nohup.PollConfig{Min: time.Millisecond, Max: time.Millisecond},
+		})
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: "read x; echo got $x; exit 5", Stdin: true})
+		before := tr.Execs()
+		waited := make(chan error, 1)
+		go func() {
+			st, err := p.Wait(ctx)
+			if err == nil && st != env.Exited(5) {
+				err = errorf("Wait = %v, want exit 5", st)
+			}
+			waited <- err
+		}()
+		r, err := p.Output(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		read := make(chan []byte, 1)
+		go func() {
+			var all bytes.Buffer
+			_, _ = all.ReadFrom(r)
+			read <- all.Bytes()
+		}()
+		// Both polls are in flight once two scripts ran.
+		for tr.Execs()-before < 2 {
+			if ctx.Err() != nil {
+				t.Fatal("Wait and Output never polled")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := p.Write(ctx, []byte("it\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; err != nil {
+			t.Fatal(err)
+		}
+		if got := <-read; string(got) != "got it\n" {
+			t.Fatalf("output %q", got)
+		}
+		// Wait: 1 long poll. Output: 1 or 2 (the output may come before
+		// the exit). Write: 1. Client-side polling every 1ms would have
+		// made many more.
+		if n := tr.Execs() - before; n > 4 {
+			t.Fatalf("%d round trips while waiting, want at most 4: the polls did not wait inside the sandbox", n)
+		}
+	})
+}
+
+// TestPollFinishesWithoutWrapper stops the wrapper: a poll that finds the
+// command's zombie records its exit status itself, and the wrapper, once
+// resumed, neither overwrites it nor calls the process lost.
+func TestPollFinishesWithoutWrapper(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnvOpts(t, sh, nohup.Options{StartWait: -1})
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: "read x; kill -TERM $$", Stdin: true})
+		ref, _ := p.Ref()
+		var rd struct {
+			WPID int    `json:"wpid"`
+			Dir  string `json:"dir"`
+		}
+		if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
+			t.Fatalf("ref data %s: %v", ref.Data, err)
+		}
+		// The wrapper is a process this test started (through Start).
+		if err := syscall.Kill(rd.WPID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(rd.WPID, syscall.SIGCONT)
+		if err := p.CloseStdin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Wait(ctx)
+		if err != nil || st != env.Signaled(env.SIGTERM) {
+			t.Fatalf("Wait with the wrapper stopped = %v, %v; want SIGTERM", st, err)
+		}
+		if err := syscall.Kill(rd.WPID, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			stat, err := os.ReadFile("/proc/" + strconv.Itoa(rd.WPID) + "/stat")
+			if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the resumed wrapper never ended")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b, err := os.ReadFile(rd.Dir + "/exit")
+		if err != nil || string(b) != "signal 15\n" {
+			t.Fatalf("exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
+		}
+		if out, err := exec.Command("ls", rd.Dir).Output(); err != nil || bytes.Contains(out, []byte("tmp")) {
+			t.Fatalf("state dir holds %q, %v", out, err)
+		}
+		if err := p.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf(format, args...)
+}
