@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,15 +71,19 @@ func TestShortCommandOneRoundTrip(t *testing.T) {
 func TestStartWaitDisabled(t *testing.T) {
 	e, tr := newEnvOpts(t, dash(), nohup.Options{StartWait: -1, LongPoll: -1})
 	ctx := testCtx(t)
-	p := start(t, e, env.Spec{Command: "echo hi; exit 4"})
+	// The command cannot end before its stdin closes, after Start.
+	p := start(t, e, env.Spec{Command: "read x; echo hi; exit 4", Stdin: true})
 	before := tr.Execs()
+	if err := p.CloseStdin(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
 		t.Fatalf("Wait = %v, %v", st, err)
 	}
 	if out := readAll(t, p, 0); string(out) != "hi\n" {
 		t.Fatalf("output %q", out)
 	}
-	if tr.Execs() == before {
+	if tr.Execs()-before < 2 {
 		t.Fatal("Wait and Output did not ask the sandbox: Start waited for the end although StartWait < 0")
 	}
 }
@@ -194,4 +200,41 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 
 func errorf(format string, args ...any) error {
 	return fmt.Errorf(format, args...)
+}
+
+// TestPollsAndWrapperAgree races the polls (Wait and Output, long polls
+// and short ones) against the wrapper for the exit of instant commands:
+// whoever records the exit, the status must be the command's. A poll that
+// took a process being reaped for a zombie recorded "code 0".
+func TestPollsAndWrapperAgree(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnvOpts(t, sh, nohup.Options{StartWait: -1, MaxLongPolls: 2})
+		ctx := testCtx(t)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 15 {
+					code := (g*15 + i) % 50
+					p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("exit %d", code)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					r, err := p.Output(ctx, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					go func() { _, _ = io.Copy(io.Discard, r) }()
+					st, err := p.Wait(ctx)
+					r.Close()
+					if err != nil || st != env.Exited(code) {
+						t.Errorf("exit %d: Wait = %v, %v", code, st, err)
+					}
+					_ = p.Remove(ctx)
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

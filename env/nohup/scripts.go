@@ -61,8 +61,10 @@ const pstatFunc = `pstat() {
 // dispositions.
 //
 // Every fork counts here (each costs a millisecond or more in a loaded
-// sandbox): existence checks are builtins, and BaseDir is created only
-// when missing.
+// sandbox): existence checks are builtins, BaseDir is created only when
+// missing, the end is first looked for in a short builtin-only spin, and
+// env(1) runs only when Spec.Env is not empty (the gate exports
+// CORRAL_TREE itself otherwise).
 const launchBody = stateFunc + reportFunc + `set -f
 umask 077
 unset CDPATH
@@ -90,6 +92,13 @@ case $r in "ok "*) echo "$r" ;; *) echo "nostart $r"; exit 0 ;; esac
 set -- $r
 c=$2 cst=$3 w=$4 wst=$5
 state "$d" "$w" "$wst" "$c" "$cst"
+# A quick command ends about when the wrapper reports it: look a few
+# times with builtins only before paying a fork per sleep.
+n=0
+while [ -n "$steps" ] && [ "$st" = running ] && [ $n -lt 100 ]; do
+	n=$((n+1))
+	state "$d" "$w" "$wst" "$c" "$cst"
+done
 for s in $steps; do
 	[ "$st" = running ] || break
 	sleep "$s" 2>/dev/null || break
@@ -113,6 +122,8 @@ report "$d" 0 "$max"
 // started, so it cannot reap. The command itself first waits until its
 // parent is stopped (the "gate": a brief spin, then 1ms sleeps, so a loaded
 // machine still lets the wrapper run), so even an instant exit is kept.
+// The wrapper, likewise, spins a little before it sleeps while it waits
+// for the command's pid: a sleep is a fork and at least a millisecond.
 // After reading the status the wrapper resumes the parent, which reaps the
 // command and exits.
 //
@@ -146,6 +157,7 @@ while [ $n -lt 5000 ]; do
 done
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
 . "$d/spec" || exit 125
+if [ $# -eq 0 ]; then export CORRAL_TREE="$tag"; exec "$sh" -c "$cmd"; fi
 exec env "$@" "CORRAL_TREE=$tag" "$sh" -c "$cmd"'
 iv=0.001
 nap() { sleep $iv 2>/dev/null || { iv=1; sleep 1; }; }
@@ -165,7 +177,7 @@ while :; do
 	[ -n "$cst" ] && break
 	n=$((n+1))
 	if [ $n -gt 5000 ] || ! pstat "$p" || [ "$p_start" != "$pst" ]; then echo "nocommand"; exit 1; fi
-	if [ $n -gt 50 ]; then nap; fi
+	if [ $n -gt 300 ]; then nap; fi
 done
 kill -STOP "$p"
 # Start returns only once the parent is really stopped: a signal the
@@ -189,7 +201,9 @@ while ! [ -f "$d/exit" ]; do
 		[ -f "$d/exit" ] || st=lost
 		break
 	fi
-	if [ "$p_state" = Z ] || [ "$p_state" = X ]; then
+	# Only Z: a process being reaped (X, after a poll wrote exit and
+	# resumed the parent) shows a wait status of 0.
+	if [ "$p_state" = Z ]; then
 		case $p_wstatus in
 		''|*[!0-9]*) st=lost ;;
 		*) if [ $((p_wstatus & 127)) -ne 0 ]; then st="signal $((p_wstatus & 127))"; else st="code $(((p_wstatus >> 8) & 255))"; fi ;;
@@ -214,7 +228,11 @@ if [ -n "$h" ]; then kill "$h" 2>/dev/null; fi
 // When the command (CPID, identified by CSTART) is a zombie, state
 // finishes it as the wrapper would: it reads the wait status from /proc,
 // writes exit and resumes the stopped parent. That takes the wrapper's
-// watch interval out of exit detection.
+// watch interval out of exit detection. Only a zombie read while its
+// parent is still stopped counts (the parent is looked at after the
+// zombie): once resumed, the parent reaps it, and a process being reaped
+// shows state X and a wait status of 0. The parent is resumed only after
+// exit was written, so then exit is there to be read instead.
 //
 // exit is written in place (one short write; a tmp file and mv would cost
 // a fork), before the parent is resumed. So while anyone may find it empty
@@ -235,16 +253,23 @@ state() {
 	if ! [ -d "$1" ]; then st=gone; return; fi
 	[ -f "$1/exit" ] && read -r st <"$1/exit"
 	if [ -n "$st" ]; then return; fi
-	if pstat "$4" && [ "$p_start" = "$5" ] && { [ "$p_state" = Z ] || [ "$p_state" = X ]; }; then
+	if pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" = Z ]; then
 		case $p_wstatus in
 		''|*[!0-9]*) ;;
 		*)
-			if [ $((p_wstatus & 127)) -ne 0 ]; then st="signal $((p_wstatus & 127))"; else st="code $(((p_wstatus >> 8) & 255))"; fi
-			echo "$st" >"$1/exit"
-			resume "$1"
-			return ;;
+			s_w=$p_wstatus r_p= r_pst=
+			[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
+			if [ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ]; then
+				if [ $((s_w & 127)) -ne 0 ]; then st="signal $((s_w & 127))"; else st="code $(((s_w >> 8) & 255))"; fi
+				echo "$st" >"$1/exit"
+				kill -CONT "$r_p" 2>/dev/null
+				return
+			fi ;;
 		esac
 	fi
+	# The parent was resumed meanwhile: by whoever wrote exit first.
+	[ -f "$1/exit" ] && read -r st <"$1/exit"
+	if [ -n "$st" ]; then return; fi
 	if pstat "$2" && [ "$p_start" = "$3" ]; then st=running; return; fi
 	[ -f "$1/exit" ] && read -r st <"$1/exit"
 	if [ -z "$st" ]; then
