@@ -262,7 +262,7 @@ func TestDaemonConcurrentCLI(t *testing.T) {
 			}
 			t0 := time.Now()
 			cmd := exec.Command(h.bin, args...)
-			cmd.Env = append(h.env, "CORRAL_NO_AUTOSTART=1")
+			cmd.Env = append(slices.Clip(h.env), "CORRAL_NO_AUTOSTART=1") // Clip: goroutines must not share the spare capacity
 			out, err := cmd.CombinedOutput()
 			lat[i] = time.Since(t0)
 			if err != nil {

@@ -58,20 +58,57 @@ type checkpointRecord struct {
 
 // checkpointer writes the registry's state file.
 type checkpointer struct {
-	r    *Registry
-	path string
-	wake chan struct{} // capacity 1: "dirty"
-	stop chan struct{}
-	done chan struct{}
+	r      *Registry
+	path   string
+	wake   chan struct{} // capacity 1: "dirty"
+	urgent chan struct{} // capacity 1: a caller waits in sync; skip the interval
+	stop   chan struct{}
+	done   chan struct{}
 
 	mu      sync.Mutex // serialises writes (loop and final flush)
+	written *sync.Cond // on mu: a write completed
 	enabled bool       // false until Recover ran, so nothing overwrites a file not yet read
+	closed  bool
+	begun   uint64 // writes whose snapshot was taken
+	ended   uint64 // writes completed (successfully or not)
 	writes  int64
 	lastErr error
 }
 
 func newCheckpointer(r *Registry, path string) *checkpointer {
-	return &checkpointer{r: r, path: path, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{r: r, path: path, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c.written = sync.NewCond(&c.mu)
+	return c
+}
+
+// checkpointSync returns once a checkpoint that includes every change made
+// before the call is on disk (or failed, which is logged). Start uses it:
+// an ID handed to a client must survive a crash of the supervisor the next
+// moment, or the process would run on with nobody able to find it.
+// Concurrent callers share writes.
+func (r *Registry) checkpointSync() {
+	c := r.ckpt
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if !c.enabled || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	// A write already under way may have taken its snapshot before our
+	// change: only one that begins after this point counts.
+	want := c.begun + 1
+	c.mu.Unlock()
+	select {
+	case c.urgent <- struct{}{}:
+	default:
+	}
+	c.mu.Lock()
+	for c.ended < want && !c.closed {
+		c.written.Wait()
+	}
+	c.mu.Unlock()
 }
 
 // stateChanged records that some process's state changed. Cheap and
@@ -93,6 +130,7 @@ func (c *checkpointer) run() {
 		case <-c.stop:
 			return
 		case <-c.wake:
+		case <-c.urgent:
 		}
 		c.write()
 		t := time.NewTimer(CheckpointInterval)
@@ -101,6 +139,13 @@ func (c *checkpointer) run() {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-c.urgent:
+			// Someone waits for durability: write again at once.
+			t.Stop()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -113,6 +158,12 @@ func (c *checkpointer) write() {
 	if !c.enabled {
 		return
 	}
+	c.begun++
+	gen := c.begun
+	defer func() {
+		c.ended = gen
+		c.written.Broadcast()
+	}()
 	err := writeFileAtomic(c.path, c.r.snapshot())
 	c.lastErr = err
 	if err != nil {
@@ -127,6 +178,10 @@ func (c *checkpointer) close() {
 	close(c.stop)
 	<-c.done
 	c.write()
+	c.mu.Lock()
+	c.closed = true
+	c.written.Broadcast()
+	c.mu.Unlock()
 }
 
 // snapshot serialises every tracked process, oldest first.

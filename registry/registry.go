@@ -468,6 +468,7 @@ func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 	if p == nil {
 		return Info{}, err
 	}
+	r.checkpointSync()
 	return p.info(), err
 }
 
