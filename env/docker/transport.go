@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -63,11 +64,11 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 		Cmd:          []string{"/bin/sh", "-c", script},
 	})
 	if err != nil {
-		return 0, sandboxError("exec", t.name, err)
+		return 0, t.execFailed(ctx, "exec", err)
 	}
 	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return 0, sandboxError("exec attach", t.name, err)
+		return 0, t.execFailed(ctx, "exec attach", err)
 	}
 	// The hijacked connection outlives ctx unless closed: closing it is the
 	// only way to abandon a script that is still running.
@@ -140,6 +141,26 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 		}
 	}
 	return code, nil
+}
+
+// execFailed classifies an exec the engine refused. Besides the answers
+// sandboxError knows, the engine fails an attach with a bare 500 ("unable
+// to upgrade to tcp") while the container is being stopped: its state
+// decides whether the sandbox is gone; otherwise the failure is treated
+// as passing (ErrUnavailable), so the engine retries and a container that
+// is stopping is reported gone on the next try.
+func (t *Transport) execFailed(ctx context.Context, op string, err error) error {
+	classified := sandboxError(op, t.name, err)
+	if ctx.Err() != nil || errors.Is(classified, env.ErrSandboxGone) || errors.Is(classified, env.ErrUnavailable) {
+		return classified
+	}
+	if gone := t.checkRunning(ctx); gone != nil {
+		return gone
+	}
+	if perr := t.probe(ctx); errors.Is(perr, env.ErrSandboxGone) {
+		return perr
+	}
+	return fmt.Errorf("%w: %w", classified, env.ErrUnavailable)
 }
 
 // probe runs a trivial exec whose success is unambiguous: an echo of a
