@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// PollConfig tunes the adaptive polling of Wait and Output: the interval
-// starts at Min after start, a signal or new output, and grows by Factor
-// per idle poll up to Max.
+// PollConfig tunes the client-side pacing of the polls of Wait and Output
+// that are not long polls (Options.LongPoll < 0, or MaxLongPolls in
+// flight): the interval starts at Min after start, a signal or new output,
+// and grows by Factor per idle poll up to Max.
 type PollConfig struct {
 	Min    time.Duration // default 10ms
 	Max    time.Duration // default 500ms
@@ -27,7 +28,7 @@ type Options struct {
 	// Shell runs the wrapper scripts and the command (as Shell -c Command).
 	// Default /bin/sh. Absolute path of [A-Za-z0-9._/-].
 	Shell string
-	// Poll tunes the adaptive polling.
+	// Poll paces the polls that are not long polls.
 	Poll PollConfig
 	// Retention is how long the directory of a finished process is kept
 	// (counted from its exit). Start sweeps older ones, at most once an
