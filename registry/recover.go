@@ -19,13 +19,21 @@ import (
 // finished while no supervisor ran.
 const recoverRefillTimeout = 30 * time.Second
 
-// recoverExitProbe is how long Recover asks a re-attached process whether
-// it has already exited. Backends answer at once from their recorded exit
-// status; a process still running makes the probe time out.
+// recoverExitProbe is the least time Recover gives a re-attached process
+// to say that it has already exited; a process still running makes the
+// probe time out. Local backends answer at once from their recorded exit
+// status, but a sandbox backend (docker exec, an ssh session) needs a
+// round trip to read the exit file, which on a loaded machine takes longer
+// than this: so the probe also allows recoverProbeRoundTrips times what
+// the process's own Attach took, which made the same kind of round trip.
 const recoverExitProbe = 200 * time.Millisecond
 
+// recoverProbeRoundTrips scales the duration of Attach into the probe; see
+// recoverExitProbe.
+const recoverProbeRoundTrips = 3
+
 // recoverParallel bounds concurrent Attach calls during Recover; it is
-// high because each running process spends up to recoverExitProbe idle.
+// high because each running process spends its probe idle.
 const recoverParallel = 64
 
 // RecoverReport says what Recover found in the state file.
@@ -208,7 +216,16 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 		p.markLost(fmt.Errorf("it was not started detached (a PTY, or a backend without re-attach), so it could not be re-attached after the supervisor restarted"))
 		return StateLost
 	}
-	h, err := r.attach(ctx, rec)
+	e, err := r.environment(ctx, rec.Backend)
+	if err != nil {
+		p.markLost(fmt.Errorf("re-attach after restart: %w", err))
+		return StateLost
+	}
+	// Timed apart from opening the environment (a container start, an
+	// ssh handshake), which only the first process of a backend pays.
+	t0 := time.Now()
+	h, err := e.Attach(ctx, *rec.Ref)
+	attachTook := time.Since(t0)
 	if err != nil {
 		p.markLost(fmt.Errorf("re-attach after restart: %w", err))
 		return StateLost
@@ -236,7 +253,7 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	// real status as soon as Recover returns, not a moment later: when
 	// Wait answers at once, let the monitor collect the output and record
 	// the end before returning.
-	wctx, cancel := context.WithTimeout(ctx, recoverExitProbe)
+	wctx, cancel := context.WithTimeout(ctx, max(recoverExitProbe, recoverProbeRoundTrips*attachTook))
 	_, werr := h.Wait(wctx)
 	cancel()
 	go p.monitor()
