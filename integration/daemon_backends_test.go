@@ -1,0 +1,256 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env/ssh/sshtest"
+	"github.com/corralhq/corral/registry"
+)
+
+// crashBackend is one backend of TestDaemonCrashRecoveryBackends: where its
+// processes run, how a test releases one of them (its flag) and how it sees
+// that one has ended while no daemon watches (the exit file of env/nohup
+// and env/local, inside the sandbox).
+type crashBackend struct {
+	name   string
+	target string
+	count  int // processes per round
+	// flagCheck is the shell test a process loops on; release makes it true.
+	flagCheck func(round, k int) string
+	release   func(t *testing.T, round, k int)
+	// exited reports whether every one of dirs (process state directories,
+	// from the Ref) holds an exit file.
+	exited func(t *testing.T, dirs []string) bool
+}
+
+// stateDirPattern is what a process state directory from a Ref may look
+// like before it is put into a docker exec command line.
+var stateDirPattern = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+
+// TestDaemonCrashRecoveryBackends is TestDaemonCrashRecovery across the
+// local, docker-image and ssh backends at once: processes on all three,
+// the daemon killed with SIGKILL, half of them ending while it is down,
+// then a new daemon must list each with the right state, exit status and
+// its whole output, without gap or duplicate. A docker-image sandbox
+// outlives the killed daemon and must be found again by name; an ssh host
+// must be reconnected with only what the daemon's HOME holds (~/.ssh).
+func TestDaemonCrashRecoveryBackends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the corral binary, a docker sandbox and sshd")
+	}
+	sshtest.Require(t) // skips, or fails under CORRAL_REQUIRE_SSH=1
+	dockerCli := requireDocker(t)
+	// Started before the daemon home so that their cleanups run after the
+	// daemon's shutdown, which kills what is left on them.
+	srv := sshtest.Start(t)
+	sandbox := fmt.Sprintf("corral-crash-test-%08x", rand.Uint32())
+	t.Cleanup(func() { removeContainer(dockerCli, sandbox) })
+
+	h := newDaemonHome(t, buildCorral(t))
+	// The daemon reaches the ssh host the way a user's ssh would: default
+	// identity file and known_hosts under HOME, and no agent of ours.
+	h.env = slices.DeleteFunc(h.env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") })
+	dotSSH := filepath.Join(h.home, ".ssh")
+	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
+	copyFile(t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
+
+	// Local and ssh processes run on this machine: their flags are files
+	// here. A process also ends when the flag directory is gone, so that a
+	// failed run leaves nothing looping after the test.
+	flags := t.TempDir()
+	hostFlag := func(round, k int) string {
+		return filepath.Join(flags, fmt.Sprintf("%d-%d", round, k))
+	}
+	hostCheck := func(round, k int) string {
+		return fmt.Sprintf("[ -e %s ] || ! [ -d %s ]", hostFlag(round, k), flags)
+	}
+	hostRelease := func(t *testing.T, round, k int) {
+		if err := os.WriteFile(hostFlag(round, k), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostExited := func(t *testing.T, dirs []string) bool {
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "exit")); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	// Docker processes see only the sandbox's file system.
+	sandboxFlag := func(round, k int) string { return fmt.Sprintf("/tmp/flag-%d-%d", round, k) }
+	backends := []crashBackend{
+		{name: "local", target: "local", count: 8, flagCheck: hostCheck, release: hostRelease, exited: hostExited},
+		{
+			name: "docker", target: "docker-image://" + dockerTestImage + "?network=none&name=" + sandbox, count: 6,
+			flagCheck: func(round, k int) string { return "[ -e " + sandboxFlag(round, k) + " ]" },
+			release: func(t *testing.T, round, k int) {
+				dockerExec(t, sandbox, "touch", sandboxFlag(round, k))
+			},
+			exited: func(t *testing.T, dirs []string) bool {
+				script := "for d; do [ -e \"$d/exit\" ] || exit 1; done"
+				for _, d := range dirs {
+					if !stateDirPattern.MatchString(d) {
+						t.Fatalf("state directory %q from the Ref is not a plain path", d)
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				args := append([]string{"exec", sandbox, "sh", "-c", script, "sh"}, dirs...)
+				return exec.CommandContext(ctx, "docker", args...).Run() == nil
+			},
+		},
+		{name: "ssh", target: srv.Target(), count: 6, flagCheck: hostCheck, release: hostRelease, exited: hostExited},
+	}
+
+	const rounds, lines = 3, 300
+	// Exit status of every process of the rounds before, which each
+	// restart must keep.
+	finished := map[string]int{}
+	for round := range rounds {
+		t0 := time.Now()
+		h.startServe()
+		label := fmt.Sprintf("round=%d", round)
+		type proc struct {
+			backend *crashBackend
+			k       int // index within the round; exit status k%7
+			id      string
+		}
+		var procs []proc
+		for b := range backends {
+			for range backends[b].count {
+				k := len(procs)
+				cmd := fmt.Sprintf("seq 1 %d; until %s; do sleep 0.02; done; seq %d %d; exit %d",
+					lines, backends[b].flagCheck(round, k), lines+1, 2*lines, k%7)
+				id := strings.TrimSpace(h.mustRun("start", "--backend", backends[b].target, "--label", label, "--", cmd))
+				procs = append(procs, proc{backend: &backends[b], k: k, id: id})
+			}
+		}
+		waitCond(t, "first output of every process", func() bool {
+			in := h.list(label)
+			if len(in) != len(procs) {
+				return false
+			}
+			for _, p := range in {
+				if p.OutputBytes < int64(len(seqLines(1, lines))) {
+					return false
+				}
+			}
+			return true
+		})
+		dirs := map[string]string{}
+		for _, in := range h.list(label) {
+			var d struct {
+				Dir string `json:"dir"`
+			}
+			if in.Ref == nil {
+				t.Fatalf("round %d: %s on %s has no ref to re-attach with", round, in.ID, in.Backend)
+			}
+			if err := json.Unmarshal(in.Ref.Data, &d); err != nil || d.Dir == "" {
+				t.Fatalf("round %d: %s on %s: no state directory in the ref %s: %v", round, in.ID, in.Backend, in.Ref.Data, err)
+			}
+			dirs[in.ID] = d.Dir
+		}
+		h.crashServe()
+
+		// Odd ones end while no daemon runs.
+		ended := map[*crashBackend][]string{}
+		for _, p := range procs {
+			if p.k%2 == 1 {
+				p.backend.release(t, round, p.k)
+				ended[p.backend] = append(ended[p.backend], dirs[p.id])
+			}
+		}
+		for b, ds := range ended {
+			waitCond(t, "exit files on "+b.name, func() bool { return b.exited(t, ds) })
+		}
+
+		t1 := time.Now()
+		h.startServe()
+		restart := time.Since(t1)
+		got := h.list(label)
+		if len(got) != len(procs) {
+			t.Fatalf("round %d: %d processes listed after restart, want %d", round, len(got), len(procs))
+		}
+		byID := map[string]registry.Info{}
+		for _, in := range got {
+			byID[in.ID] = in
+		}
+		all := h.list("")
+		if len(all) != len(finished)+len(procs) {
+			t.Fatalf("round %d: %d processes listed in all, want %d", round, len(all), len(finished)+len(procs))
+		}
+		for _, in := range all {
+			if code, ok := finished[in.ID]; ok && (in.State != registry.StateExited || in.Status == nil || in.Status.Code != code) {
+				t.Fatalf("round %d: %s of an earlier round should still be exited %d: %+v", round, in.ID, code, in)
+			}
+		}
+		for _, p := range procs {
+			in, where := byID[p.id], fmt.Sprintf("round %d, %s on %s", round, p.id, p.backend.name)
+			if in.Backend != p.backend.target {
+				t.Fatalf("%s: listed with backend %q", where, in.Backend)
+			}
+			if p.k%2 == 0 && in.State != registry.StateRunning {
+				t.Fatalf("%s should still run, is %s (%s)", where, in.State, in.Reason)
+			}
+			if p.k%2 == 1 && (in.State != registry.StateExited || in.Status == nil || in.Status.Code != p.k%7) {
+				t.Fatalf("%s should have exited %d: %+v", where, p.k%7, in)
+			}
+		}
+		for _, p := range procs {
+			if p.k%2 == 0 {
+				p.backend.release(t, round, p.k)
+			}
+		}
+		want := seqLines(1, 2*lines)
+		for _, p := range procs {
+			where := fmt.Sprintf("round %d, %s on %s", round, p.id, p.backend.name)
+			if r := h.run("wait", p.id); r.code != p.k%7 {
+				t.Fatalf("%s: wait: %+v", where, r)
+			}
+			if out := h.mustRun("logs", p.id); out != want {
+				t.Fatalf("%s: output %d bytes, want %d (gap or duplicate)", where, len(out), len(want))
+			}
+			finished[p.id] = p.k % 7
+		}
+		h.crashServe()
+		t.Logf("round %d: %d processes (%d local, %d docker, %d ssh) with %d of earlier rounds: restart %s, round %s",
+			round, len(procs), backends[0].count, backends[1].count, backends[2].count, len(finished)-len(procs),
+			restart.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dockerExec runs a command in container and fails the test if it fails.
+func dockerExec(t *testing.T, container string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", append([]string{"exec", container}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("docker exec %s %q: %v\n%s", container, args, err, out)
+	}
+}
