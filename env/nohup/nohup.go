@@ -283,6 +283,12 @@ func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
 	if st == "gone" {
 		return nil, fmt.Errorf("nohup %s: attach: %s: %w", e.opts.Name, r.Dir, env.ErrNotFound)
 	}
+	// The state just read already says whether the process ended while
+	// nobody was attached: keep it, so Wait answers without another round
+	// trip (a supervisor recovering many processes asks every one at once).
+	if s, done, err := p.parseState(st); err == nil && done {
+		p.setStatus(s)
+	}
 	return p, nil
 }
 

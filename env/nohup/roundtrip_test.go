@@ -238,3 +238,33 @@ func TestPollsAndWrapperAgree(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestAttachFinishedNeedsNoMoreRoundTrips checks that Attach keeps the exit
+// status its state read found: a supervisor recovering after a restart
+// learns at once which processes ended while it was down.
+func TestAttachFinishedNeedsNoMoreRoundTrips(t *testing.T) {
+	e, tr := newEnvOpts(t, dash(), nohup.Options{StartWait: 30 * time.Second})
+	ctx := testCtx(t)
+	p := start(t, e, env.Spec{Command: "exit 6", Detach: true})
+	if st, err := p.Wait(ctx); err != nil || st != env.Exited(6) {
+		t.Fatalf("Wait = %v, %v; want exit 6", st, err)
+	}
+	ref, err := p.Ref()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(); err != nil {
+		t.Fatal(err)
+	}
+	before := tr.Execs()
+	q, err := e.Attach(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Wait(ctx); err != nil || st != env.Exited(6) {
+		t.Fatalf("Wait after Attach = %v, %v; want exit 6", st, err)
+	}
+	if n := tr.Execs() - before; n != 1 {
+		t.Fatalf("Attach and Wait of a finished process took %d round trips, want 1", n)
+	}
+}
