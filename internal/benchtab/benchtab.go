@@ -187,6 +187,8 @@ const (
 	RatioAtLeast
 	// Below: the corral figure (or the unpaired figure) < Limit.
 	Below
+	// AtLeast: the corral figure (or the unpaired figure) ≥ Limit.
+	AtLeast
 )
 
 // String renders the target as it appears in the table.
@@ -196,6 +198,8 @@ func (c Check) String() string {
 		return fmt.Sprintf("ratio ≤ %g", c.Limit)
 	case RatioAtLeast:
 		return fmt.Sprintf("ratio ≥ %g", c.Limit)
+	case AtLeast:
+		return "≥ " + formatValue(c.Limit, c.Unit)
 	default:
 		return "< " + formatValue(c.Limit, c.Unit)
 	}
@@ -213,6 +217,20 @@ var DefaultChecks = []Check{
 	// Listing and polling with 1000 tracked processes stays interactive.
 	{Bench: "List", Unit: "ns/op", Kind: Below, Limit: 10e6},
 	{Bench: "Poll", Unit: "ns/op", Kind: Below, Limit: 10e6},
+	// A foreground `true` in a container is no slower than the docker CLI's
+	// exec; an exit is noticed within 100 ms; reading a log moves each byte
+	// across the transport once.
+	{Bench: "ExecTrue", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.0},
+	{Bench: "ExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 100},
+	{Bench: "LogRead", Unit: "bytes-moved/log-size", Kind: Below, Limit: 1.05},
+	// Over SSH: no slower than OpenSSH through a warm ControlMaster, ten
+	// times faster than a new OpenSSH connection per command.
+	{Bench: "SSHTrue", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.0},
+	{Bench: "SSHTrueNewConn", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.1},
+	// Through a plugin: start+wait at most 1.5x in-process, output at
+	// 200 MB/s or more.
+	{Bench: "PluginStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.5},
+	{Bench: "PluginOutput", Unit: "MB/s", Kind: AtLeast, Limit: 200},
 }
 
 // Row is one line of the table.
@@ -291,7 +309,7 @@ func singleRows(r Result, checks []Check) []Row {
 	for _, m := range r.Metrics {
 		row := Row{Pkg: r.Pkg, Bench: r.Name, Unit: m.Unit, Corral: m.Value}
 		for _, c := range checks {
-			if c.Unit != m.Unit || !matches(c, r.Name) || c.Kind != Below {
+			if c.Unit != m.Unit || !matches(c, r.Name) || (c.Kind != Below && c.Kind != AtLeast) {
 				continue
 			}
 			row.Target = c.String()
@@ -311,6 +329,8 @@ func verdict(c Check, row Row) string {
 		ok = row.HasBase && row.Baseline > 0 && row.Ratio() >= c.Limit
 	case Below:
 		ok = row.Corral < c.Limit
+	case AtLeast:
+		ok = row.Corral >= c.Limit
 	}
 	if ok {
 		return "PASS"

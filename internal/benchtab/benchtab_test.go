@@ -166,3 +166,22 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildAtLeast(t *testing.T) {
+	results := []Result{
+		{Name: "PluginOutput/corral", Metrics: []Metric{{Value: 450, Unit: "MB/s"}}},
+		{Name: "PluginOutput/baseline", Metrics: []Metric{{Value: 3500, Unit: "MB/s"}}},
+		{Name: "Slow", Metrics: []Metric{{Value: 150, Unit: "MB/s"}}},
+	}
+	checks := []Check{
+		{Bench: "PluginOutput", Unit: "MB/s", Kind: AtLeast, Limit: 200},
+		{Bench: "Slow", Unit: "MB/s", Kind: AtLeast, Limit: 200},
+	}
+	rows := Build(results, checks)
+	if r := find(t, rows, "PluginOutput", "MB/s"); r.Verdict != "PASS" || r.Target != "≥ 200" {
+		t.Errorf("PluginOutput = %+v, want PASS against ≥ 200 (an absolute floor, whatever the ratio)", r)
+	}
+	if r := find(t, rows, "Slow", "MB/s"); r.Verdict != "MISS" {
+		t.Errorf("Slow = %+v, want MISS (150 < 200)", r)
+	}
+}
