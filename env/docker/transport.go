@@ -163,6 +163,34 @@ func (t *Transport) execFailed(ctx context.Context, op string, err error) error 
 	return fmt.Errorf("%w: %w", classified, env.ErrUnavailable)
 }
 
+// settle classifies a probe the engine refused without saying why (a bare
+// 500 while the container stops). The probe is what decides whether the
+// container still runs processes, so its failure is taken seriously: the
+// engine's container state, which lags behind a stop, gets up to two
+// seconds to catch up before the failure is called passing.
+func (t *Transport) settle(ctx context.Context, op string, err error) error {
+	classified := sandboxError(op, t.name, err)
+	if ctx.Err() != nil || errors.Is(classified, env.ErrSandboxGone) || errors.Is(classified, env.ErrUnavailable) {
+		return classified
+	}
+	delay := 20 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if gone := t.checkRunning(ctx); gone != nil {
+			return gone
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %w", classified, env.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker: %s in %s: %w", op, t.name, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
 // probe runs a trivial exec whose success is unambiguous: an echo of a
 // nonce. It returns nil when the container runs processes normally.
 func (t *Transport) probe(ctx context.Context) error {
@@ -174,11 +202,11 @@ func (t *Transport) probe(ctx context.Context) error {
 		Cmd:          []string{"/bin/sh", "-c", "echo " + nonce},
 	})
 	if err != nil {
-		return sandboxError("exec probe", t.name, err)
+		return t.settle(ctx, "exec probe", err)
 	}
 	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return sandboxError("exec probe", t.name, err)
+		return t.settle(ctx, "exec probe", err)
 	}
 	defer att.Close()
 	var out bytes.Buffer
