@@ -889,35 +889,16 @@ func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, re
 // verify polls Survivors until the tree is gone or verifyWait passed,
 // sending SIGKILL once to what is left.
 func (p *proc) verify(ctx context.Context, h env.Process, res *KillResult) ([]int, error) {
-	deadline := time.Now().Add(verifyWait)
-	interval := 10 * time.Millisecond
 	killed := res.Escalated || res.Signal == env.SIGKILL
-	for {
-		s, err := h.Survivors(ctx)
-		if err != nil {
-			return nil, err
+	return pollSurvivors(ctx, h, time.Now().Add(verifyWait), func() {
+		if killed {
+			return
 		}
-		if len(s) == 0 {
-			return nil, nil
+		killed = true
+		if err := h.Signal(ctx, env.SIGKILL); err == nil || errors.Is(err, env.ErrExited) {
+			res.Escalated = err == nil
 		}
-		if !killed {
-			killed = true
-			if err := h.Signal(ctx, env.SIGKILL); err == nil || errors.Is(err, env.ErrExited) {
-				res.Escalated = err == nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return s, nil
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return s, ctx.Err()
-		}
-		interval = min(2*interval, 200*time.Millisecond)
-	}
+	})
 }
 
 // waitTreeGone waits up to d for the process to exit and then for the rest
@@ -929,22 +910,40 @@ func waitTreeGone(ctx context.Context, h env.Process, d time.Duration) bool {
 	if !waitExit(ctx, h, d) {
 		return false
 	}
+	s, err := pollSurvivors(ctx, h, deadline, nil)
+	if ctx.Err() != nil {
+		return false
+	}
+	return err != nil || len(s) == 0 // verify reports what an error hides
+}
+
+// pollSurvivors polls h.Survivors, backing off from 10 ms to 200 ms, until
+// the tree is gone (nil, nil), Survivors fails (nil, err), until passes
+// (what is left, nil) or ctx is done (what is left, ctx.Err()). onLeft,
+// when set, runs after each poll that found survivors.
+func pollSurvivors(ctx context.Context, h env.Process, until time.Time, onLeft func()) ([]int, error) {
 	interval := 10 * time.Millisecond
 	for {
 		s, err := h.Survivors(ctx)
-		if err != nil || len(s) == 0 {
-			return true // verify reports what an error hides
+		if err != nil {
+			return nil, err
 		}
-		left := time.Until(deadline)
+		if len(s) == 0 {
+			return nil, nil
+		}
+		if onLeft != nil {
+			onLeft()
+		}
+		left := time.Until(until)
 		if left <= 0 {
-			return false
+			return s, nil
 		}
 		t := time.NewTimer(min(interval, left))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return s, ctx.Err()
 		}
 		interval = min(2*interval, 200*time.Millisecond)
 	}
