@@ -156,7 +156,8 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 		StartTimeout:     opts.StartTimeout,
 		Logger:           wire.HCLogToSlog(opts.Logger, f.Name),
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize))},
+			grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize)),
+			grpc.WithInitialWindowSize(wire.StreamWindowSize), grpc.WithInitialConnWindowSize(wire.ConnWindowSize)},
 	})
 	// go-plugin's start takes no context: run it aside so ctx still bounds
 	// the caller; an abandoned start is killed.

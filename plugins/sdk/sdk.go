@@ -129,7 +129,8 @@ func Serve(p Plugin) {
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.PluginSets(srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			opts = append(opts, grpc.MaxRecvMsgSize(wire.MaxMessageSize), grpc.MaxSendMsgSize(wire.MaxMessageSize))
+			opts = append(opts, grpc.MaxRecvMsgSize(wire.MaxMessageSize), grpc.MaxSendMsgSize(wire.MaxMessageSize),
+				grpc.InitialWindowSize(wire.StreamWindowSize), grpc.InitialConnWindowSize(wire.ConnWindowSize))
 			return grpc.NewServer(opts...)
 		},
 		Logger: logger,

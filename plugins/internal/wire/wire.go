@@ -38,6 +38,17 @@ const OutputChunkSize = 256 << 10
 // output or a stdin write plus framing.
 const MaxMessageSize = 4 << 20
 
+// StreamWindowSize and ConnWindowSize are the HTTP/2 flow-control windows
+// both sides set. Fixed windows turn off grpc-go's bandwidth estimation,
+// which answers nearly every small message with a PING round trip: two
+// more writes and wake-ups per call, for an estimate that a Unix socket
+// between two local processes does not need. The sizes, below the
+// estimate's own ceiling (16 MiB), keep many Output chunks in flight.
+const (
+	StreamWindowSize = 4 << 20
+	ConnWindowSize   = 16 << 20
+)
+
 // GRPCPlugin is the go-plugin glue. Backend is set on the plugin side; the
 // host only dispenses the client.
 type GRPCPlugin struct {
