@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -46,6 +47,10 @@ type Options struct {
 	// Logger receives the host's and the plugins' logs (plugin records
 	// carry plugin=NAME). Default slog.Default().
 	Logger *slog.Logger
+
+	// dialOptions are added to the gRPC client's: tests watch or alter
+	// the host's calls with interceptors.
+	dialOptions []grpc.DialOption
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +75,14 @@ type conn struct {
 
 	pidfd     int // -1 when unavailable
 	closeOnce sync.Once
+
+	// noRun is set once the plugin answered Run with Unimplemented (it
+	// was built before Run): processes then start with Start.
+	noRun atomic.Bool
+
+	spareMu sync.Mutex
+	spare   *runStream // the Run stream opened ahead for the next Start
+	noSpare bool       // the conn is closing
 }
 
 func (c *conn) markDead() {
@@ -122,6 +135,7 @@ func processRunning(pid int) bool {
 
 // kill stops the plugin process and releases the pidfd.
 func (c *conn) kill() {
+	c.dropRun()
 	c.client.Kill()
 	c.closeOnce.Do(func() {
 		if c.pidfd >= 0 {
@@ -155,9 +169,10 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 		SecureConfig:     secure,
 		StartTimeout:     opts.StartTimeout,
 		Logger:           wire.HCLogToSlog(opts.Logger, f.Name),
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+		GRPCDialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize)),
 			grpc.WithInitialWindowSize(wire.StreamWindowSize), grpc.WithInitialConnWindowSize(wire.ConnWindowSize)},
+			opts.dialOptions...),
 	})
 	// go-plugin's start takes no context: run it aside so ctx still bounds
 	// the caller; an abandoned start is killed.

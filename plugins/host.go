@@ -185,6 +185,16 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !c.noRun.Load() {
+		p, err := e.run(ctx, c, spec)
+		switch {
+		case err == nil:
+			return p, nil
+		case !errors.Is(err, errNoRun):
+			return nil, err
+		}
+		c.noRun.Store(true)
+	}
 	resp, err := c.rpc.Start(ctx, &pb.StartRequest{Spec: wire.SpecToProto(spec)})
 	if err != nil {
 		return nil, e.fail(c, "start", err)
@@ -230,6 +240,7 @@ func (e *Env) Close() error {
 	if c == nil {
 		return nil
 	}
+	c.dropRun()
 	var err error
 	if c.alive() {
 		// Close may kill a process tree: give it the time the local
@@ -256,6 +267,7 @@ type process struct {
 	mu       sync.Mutex
 	c        *conn
 	id       uint64
+	run      *runStream // the Run stream it lives on, if Run started it on c
 	released bool
 }
 
@@ -283,6 +295,12 @@ func (p *process) handle(ctx context.Context) (*conn, uint64, error) {
 	resp, err := c.rpc.Attach(ctx, &pb.AttachRequest{Ref: wire.RefToProto(*p.ref)})
 	if err != nil {
 		return nil, 0, p.e.fail(c, "re-attach after plugin restart", err)
+	}
+	if p.run != nil {
+		// Its plugin is gone: the stream is dead and has no handle to
+		// release; the new handle is served by plain calls.
+		p.run.cancel()
+		p.run = nil
 	}
 	p.c, p.id = c, resp.GetProcessId()
 	return c, p.id, nil
@@ -367,6 +385,29 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if err != nil {
 		return env.ExitStatus{}, err
 	}
+	p.mu.Lock()
+	run := p.run
+	p.mu.Unlock()
+	if run != nil && run.c == c {
+		ev, err := run.wait(ctx)
+		switch {
+		case err == nil && ev.GetExited() != nil:
+			return wire.StatusFromProto(ev.GetExited()), nil
+		case err == nil:
+			// The plugin's Wait failed (wait_failed): the Wait call below
+			// brings the error itself.
+		case ctx.Err() != nil:
+			return env.ExitStatus{}, ctx.Err()
+		default:
+			p.mu.Lock()
+			released := p.released
+			p.mu.Unlock()
+			if released {
+				return env.ExitStatus{}, fmt.Errorf("plugin %s: process %d: %w", p.e.found.Name, p.pid, env.ErrReleased)
+			}
+			return env.ExitStatus{}, p.e.fail(c, p.op("wait"), err)
+		}
+	}
 	resp, err := c.rpc.Wait(ctx, &pb.ProcessRequest{ProcessId: id})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -404,8 +445,9 @@ func (p *process) Ref() (env.Ref, error) {
 
 // Release drops the handle. The plugin frees its side asynchronously: the
 // caller loses nothing by not waiting (the process keeps running either
-// way), and a start-wait-release cycle costs one round trip less. Close
-// waits for pending releases.
+// way). A process started on a Run stream is released by ending the
+// stream; otherwise a Release call goes out, and Close waits for it. Close
+// releases, in the plugin, whatever handle is still held there.
 func (p *process) Release() error {
 	p.mu.Lock()
 	if p.released {
@@ -413,8 +455,12 @@ func (p *process) Release() error {
 		return nil
 	}
 	p.released = true
-	c, id := p.c, p.id
+	c, id, run := p.c, p.id, p.run
 	p.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		return nil
+	}
 	if !c.alive() {
 		return nil
 	}
@@ -442,7 +488,11 @@ func (p *process) Remove(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.released = true
+	run := p.run
 	p.mu.Unlock()
+	if run != nil {
+		run.cancel()
+	}
 	return nil
 }
 

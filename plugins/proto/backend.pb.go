@@ -98,7 +98,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{24, 0}
+	return file_backend_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type Empty struct {
@@ -841,6 +841,124 @@ func (x *ProcessResponse) GetRef() *Ref {
 	return nil
 }
 
+type RunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// spec is set in the first message only.
+	Spec *Spec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// wait asks for the exit status, in any message (the first included).
+	Wait          bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunRequest) Reset() {
+	*x = RunRequest{}
+	mi := &file_backend_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunRequest) ProtoMessage() {}
+
+func (x *RunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
+func (*RunRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RunRequest) GetSpec() *Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *RunRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+type RunEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// started answers the first message.
+	Started *ProcessResponse `protobuf:"bytes,1,opt,name=started,proto3" json:"started,omitempty"`
+	// exited answers wait once the process has ended.
+	Exited *ExitStatus `protobuf:"bytes,2,opt,name=exited,proto3" json:"exited,omitempty"`
+	// wait_failed answers wait when the Environment's Wait failed: the host
+	// calls Wait for the error itself.
+	WaitFailed    bool `protobuf:"varint,3,opt,name=wait_failed,json=waitFailed,proto3" json:"wait_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunEvent) Reset() {
+	*x = RunEvent{}
+	mi := &file_backend_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunEvent) ProtoMessage() {}
+
+func (x *RunEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
+func (*RunEvent) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RunEvent) GetStarted() *ProcessResponse {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *RunEvent) GetExited() *ExitStatus {
+	if x != nil {
+		return x.Exited
+	}
+	return nil
+}
+
+func (x *RunEvent) GetWaitFailed() bool {
+	if x != nil {
+		return x.WaitFailed
+	}
+	return false
+}
+
 type ProcessRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProcessId     uint64                 `protobuf:"varint,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
@@ -850,7 +968,7 @@ type ProcessRequest struct {
 
 func (x *ProcessRequest) Reset() {
 	*x = ProcessRequest{}
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +980,7 @@ func (x *ProcessRequest) String() string {
 func (*ProcessRequest) ProtoMessage() {}
 
 func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +993,7 @@ func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
 func (*ProcessRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{13}
+	return file_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProcessRequest) GetProcessId() uint64 {
@@ -895,7 +1013,7 @@ type OutputRequest struct {
 
 func (x *OutputRequest) Reset() {
 	*x = OutputRequest{}
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1025,7 @@ func (x *OutputRequest) String() string {
 func (*OutputRequest) ProtoMessage() {}
 
 func (x *OutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1038,7 @@ func (x *OutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputRequest.ProtoReflect.Descriptor instead.
 func (*OutputRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{14}
+	return file_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OutputRequest) GetProcessId() uint64 {
@@ -946,7 +1064,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1076,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1089,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{15}
+	return file_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OutputChunk) GetData() []byte {
@@ -991,7 +1109,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1121,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1134,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{16}
+	return file_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteRequest) GetProcessId() uint64 {
@@ -1042,7 +1160,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1172,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1185,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{17}
+	return file_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteResponse) GetWritten() int64 {
@@ -1088,7 +1206,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1218,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1231,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{18}
+	return file_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SignalRequest) GetProcessId() uint64 {
@@ -1139,7 +1257,7 @@ type SurvivorsResponse struct {
 
 func (x *SurvivorsResponse) Reset() {
 	*x = SurvivorsResponse{}
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1269,7 @@ func (x *SurvivorsResponse) String() string {
 func (*SurvivorsResponse) ProtoMessage() {}
 
 func (x *SurvivorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1282,7 @@ func (x *SurvivorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurvivorsResponse.ProtoReflect.Descriptor instead.
 func (*SurvivorsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{19}
+	return file_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SurvivorsResponse) GetPids() []int64 {
@@ -1184,7 +1302,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1314,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1327,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{20}
+	return file_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExitStatus) GetCode() int64 {
@@ -1235,7 +1353,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1365,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1378,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{21}
+	return file_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitResponse) GetStatus() *ExitStatus {
@@ -1280,7 +1398,7 @@ type ResizeRequest struct {
 
 func (x *ResizeRequest) Reset() {
 	*x = ResizeRequest{}
-	mi := &file_backend_proto_msgTypes[22]
+	mi := &file_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1410,7 @@ func (x *ResizeRequest) String() string {
 func (*ResizeRequest) ProtoMessage() {}
 
 func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[22]
+	mi := &file_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1423,7 @@ func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeRequest.ProtoReflect.Descriptor instead.
 func (*ResizeRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{22}
+	return file_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResizeRequest) GetProcessId() uint64 {
@@ -1331,7 +1449,7 @@ type RefResponse struct {
 
 func (x *RefResponse) Reset() {
 	*x = RefResponse{}
-	mi := &file_backend_proto_msgTypes[23]
+	mi := &file_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1461,7 @@ func (x *RefResponse) String() string {
 func (*RefResponse) ProtoMessage() {}
 
 func (x *RefResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[23]
+	mi := &file_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1474,7 @@ func (x *RefResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefResponse.ProtoReflect.Descriptor instead.
 func (*RefResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{23}
+	return file_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RefResponse) GetRef() *Ref {
@@ -1379,7 +1497,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_backend_proto_msgTypes[24]
+	mi := &file_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1509,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[24]
+	mi := &file_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1522,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{24}
+	return file_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -1432,7 +1550,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_backend_proto_msgTypes[25]
+	mi := &file_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1562,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[25]
+	mi := &file_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1575,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{25}
+	return file_backend_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SpecError) GetField() string {
@@ -1533,7 +1651,16 @@ const file_backend_proto_rawDesc = "" +
 	"\n" +
 	"process_id\x18\x01 \x01(\x04R\tprocessId\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x03R\x03pid\x12'\n" +
-	"\x03ref\x18\x03 \x01(\v2\x15.corral.plugin.v1.RefR\x03ref\"/\n" +
+	"\x03ref\x18\x03 \x01(\v2\x15.corral.plugin.v1.RefR\x03ref\"L\n" +
+	"\n" +
+	"RunRequest\x12*\n" +
+	"\x04spec\x18\x01 \x01(\v2\x16.corral.plugin.v1.SpecR\x04spec\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"\x9e\x01\n" +
+	"\bRunEvent\x12;\n" +
+	"\astarted\x18\x01 \x01(\v2!.corral.plugin.v1.ProcessResponseR\astarted\x124\n" +
+	"\x06exited\x18\x02 \x01(\v2\x1c.corral.plugin.v1.ExitStatusR\x06exited\x12\x1f\n" +
+	"\vwait_failed\x18\x03 \x01(\bR\n" +
+	"waitFailed\"/\n" +
 	"\x0eProcessRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\x04R\tprocessId\"F\n" +
@@ -1584,12 +1711,13 @@ const file_backend_proto_rawDesc = "" +
 	"\tSpecError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2\x95\t\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason2\xda\t\n" +
 	"\aBackend\x12E\n" +
 	"\x04Info\x12\x1d.corral.plugin.v1.InfoRequest\x1a\x1e.corral.plugin.v1.InfoResponse\x12E\n" +
 	"\x04Open\x12\x1d.corral.plugin.v1.OpenRequest\x1a\x1e.corral.plugin.v1.OpenResponse\x12O\n" +
 	"\fCapabilities\x12\x17.corral.plugin.v1.Empty\x1a&.corral.plugin.v1.CapabilitiesResponse\x12J\n" +
-	"\x05Start\x12\x1e.corral.plugin.v1.StartRequest\x1a!.corral.plugin.v1.ProcessResponse\x12L\n" +
+	"\x05Start\x12\x1e.corral.plugin.v1.StartRequest\x1a!.corral.plugin.v1.ProcessResponse\x12C\n" +
+	"\x03Run\x12\x1c.corral.plugin.v1.RunRequest\x1a\x1a.corral.plugin.v1.RunEvent(\x010\x01\x12L\n" +
 	"\x06Attach\x12\x1f.corral.plugin.v1.AttachRequest\x1a!.corral.plugin.v1.ProcessResponse\x12J\n" +
 	"\x06Output\x12\x1f.corral.plugin.v1.OutputRequest\x1a\x1d.corral.plugin.v1.OutputChunk0\x01\x12H\n" +
 	"\x05Write\x12\x1e.corral.plugin.v1.WriteRequest\x1a\x1f.corral.plugin.v1.WriteResponse\x12G\n" +
@@ -1617,7 +1745,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -1633,19 +1761,21 @@ var file_backend_proto_goTypes = []any{
 	(*Ref)(nil),                  // 11: corral.plugin.v1.Ref
 	(*AttachRequest)(nil),        // 12: corral.plugin.v1.AttachRequest
 	(*ProcessResponse)(nil),      // 13: corral.plugin.v1.ProcessResponse
-	(*ProcessRequest)(nil),       // 14: corral.plugin.v1.ProcessRequest
-	(*OutputRequest)(nil),        // 15: corral.plugin.v1.OutputRequest
-	(*OutputChunk)(nil),          // 16: corral.plugin.v1.OutputChunk
-	(*WriteRequest)(nil),         // 17: corral.plugin.v1.WriteRequest
-	(*WriteResponse)(nil),        // 18: corral.plugin.v1.WriteResponse
-	(*SignalRequest)(nil),        // 19: corral.plugin.v1.SignalRequest
-	(*SurvivorsResponse)(nil),    // 20: corral.plugin.v1.SurvivorsResponse
-	(*ExitStatus)(nil),           // 21: corral.plugin.v1.ExitStatus
-	(*WaitResponse)(nil),         // 22: corral.plugin.v1.WaitResponse
-	(*ResizeRequest)(nil),        // 23: corral.plugin.v1.ResizeRequest
-	(*RefResponse)(nil),          // 24: corral.plugin.v1.RefResponse
-	(*Error)(nil),                // 25: corral.plugin.v1.Error
-	(*SpecError)(nil),            // 26: corral.plugin.v1.SpecError
+	(*RunRequest)(nil),           // 14: corral.plugin.v1.RunRequest
+	(*RunEvent)(nil),             // 15: corral.plugin.v1.RunEvent
+	(*ProcessRequest)(nil),       // 16: corral.plugin.v1.ProcessRequest
+	(*OutputRequest)(nil),        // 17: corral.plugin.v1.OutputRequest
+	(*OutputChunk)(nil),          // 18: corral.plugin.v1.OutputChunk
+	(*WriteRequest)(nil),         // 19: corral.plugin.v1.WriteRequest
+	(*WriteResponse)(nil),        // 20: corral.plugin.v1.WriteResponse
+	(*SignalRequest)(nil),        // 21: corral.plugin.v1.SignalRequest
+	(*SurvivorsResponse)(nil),    // 22: corral.plugin.v1.SurvivorsResponse
+	(*ExitStatus)(nil),           // 23: corral.plugin.v1.ExitStatus
+	(*WaitResponse)(nil),         // 24: corral.plugin.v1.WaitResponse
+	(*ResizeRequest)(nil),        // 25: corral.plugin.v1.ResizeRequest
+	(*RefResponse)(nil),          // 26: corral.plugin.v1.RefResponse
+	(*Error)(nil),                // 27: corral.plugin.v1.Error
+	(*SpecError)(nil),            // 28: corral.plugin.v1.SpecError
 }
 var file_backend_proto_depIdxs = []int32{
 	6,  // 0: corral.plugin.v1.OpenResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
@@ -1654,48 +1784,53 @@ var file_backend_proto_depIdxs = []int32{
 	9,  // 3: corral.plugin.v1.StartRequest.spec:type_name -> corral.plugin.v1.Spec
 	11, // 4: corral.plugin.v1.AttachRequest.ref:type_name -> corral.plugin.v1.Ref
 	11, // 5: corral.plugin.v1.ProcessResponse.ref:type_name -> corral.plugin.v1.Ref
-	21, // 6: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
-	8,  // 7: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
-	11, // 8: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
-	0,  // 9: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
-	26, // 10: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
-	2,  // 11: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
-	4,  // 12: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
-	1,  // 13: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
-	10, // 14: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
-	12, // 15: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
-	15, // 16: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
-	17, // 17: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
-	14, // 18: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
-	19, // 19: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
-	14, // 20: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
-	14, // 21: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
-	23, // 22: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
-	14, // 23: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
-	14, // 24: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
-	14, // 25: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
-	1,  // 26: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
-	3,  // 27: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 28: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	7,  // 29: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	13, // 30: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	13, // 31: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	16, // 32: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	18, // 33: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 34: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 35: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	20, // 36: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	22, // 37: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 38: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	24, // 39: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 40: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 41: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 42: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	27, // [27:43] is the sub-list for method output_type
-	11, // [11:27] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 6: corral.plugin.v1.RunRequest.spec:type_name -> corral.plugin.v1.Spec
+	13, // 7: corral.plugin.v1.RunEvent.started:type_name -> corral.plugin.v1.ProcessResponse
+	23, // 8: corral.plugin.v1.RunEvent.exited:type_name -> corral.plugin.v1.ExitStatus
+	23, // 9: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
+	8,  // 10: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
+	11, // 11: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
+	0,  // 12: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
+	28, // 13: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
+	2,  // 14: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
+	4,  // 15: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
+	1,  // 16: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
+	10, // 17: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
+	14, // 18: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
+	12, // 19: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
+	17, // 20: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
+	19, // 21: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
+	16, // 22: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
+	21, // 23: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
+	16, // 24: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 25: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
+	25, // 26: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
+	16, // 27: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 28: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 29: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
+	1,  // 30: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
+	3,  // 31: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 32: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	7,  // 33: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	13, // 34: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	15, // 35: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	13, // 36: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	18, // 37: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	20, // 38: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 39: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 40: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	22, // 41: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	24, // 42: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 43: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	26, // 44: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 45: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 46: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 47: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	31, // [31:48] is the sub-list for method output_type
+	14, // [14:31] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1709,7 +1844,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Backend_Open_FullMethodName         = "/corral.plugin.v1.Backend/Open"
 	Backend_Capabilities_FullMethodName = "/corral.plugin.v1.Backend/Capabilities"
 	Backend_Start_FullMethodName        = "/corral.plugin.v1.Backend/Start"
+	Backend_Run_FullMethodName          = "/corral.plugin.v1.Backend/Run"
 	Backend_Attach_FullMethodName       = "/corral.plugin.v1.Backend/Attach"
 	Backend_Output_FullMethodName       = "/corral.plugin.v1.Backend/Output"
 	Backend_Write_FullMethodName        = "/corral.plugin.v1.Backend/Write"
@@ -58,6 +59,16 @@ type BackendClient interface {
 	Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*OpenResponse, error)
 	Capabilities(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*CapabilitiesResponse, error)
 	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*ProcessResponse, error)
+	// Run is Start, Wait and Release on one stream, so that a process's life
+	// costs one call instead of three. The host's first message carries the
+	// spec; the plugin answers with the new handle (started), whose ID works
+	// in every other call. A message with wait set asks for the exit status,
+	// answered (exited) once the process has ended; the plugin does not wait
+	// before it is asked. The handle lives as long as the stream: the host
+	// releases it by ending the stream (cancelling it, or closing its side).
+	// Plugins built before Run answer Unimplemented; the host then uses
+	// Start, Wait and Release.
+	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunEvent], error)
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*ProcessResponse, error)
 	// Output streams the process's output from a byte offset in chunks of
 	// at most 256 KiB; the stream ends (OK) at the output's end.
@@ -123,6 +134,19 @@ func (c *backendClient) Start(ctx context.Context, in *StartRequest, opts ...grp
 	return out, nil
 }
 
+func (c *backendClient) Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_Run_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RunRequest, RunEvent]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_RunClient = grpc.BidiStreamingClient[RunRequest, RunEvent]
+
 func (c *backendClient) Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*ProcessResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ProcessResponse)
@@ -135,7 +159,7 @@ func (c *backendClient) Attach(ctx context.Context, in *AttachRequest, opts ...g
 
 func (c *backendClient) Output(ctx context.Context, in *OutputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OutputChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_Output_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_Output_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +287,16 @@ type BackendServer interface {
 	Open(context.Context, *OpenRequest) (*OpenResponse, error)
 	Capabilities(context.Context, *Empty) (*CapabilitiesResponse, error)
 	Start(context.Context, *StartRequest) (*ProcessResponse, error)
+	// Run is Start, Wait and Release on one stream, so that a process's life
+	// costs one call instead of three. The host's first message carries the
+	// spec; the plugin answers with the new handle (started), whose ID works
+	// in every other call. A message with wait set asks for the exit status,
+	// answered (exited) once the process has ended; the plugin does not wait
+	// before it is asked. The handle lives as long as the stream: the host
+	// releases it by ending the stream (cancelling it, or closing its side).
+	// Plugins built before Run answer Unimplemented; the host then uses
+	// Start, Wait and Release.
+	Run(grpc.BidiStreamingServer[RunRequest, RunEvent]) error
 	Attach(context.Context, *AttachRequest) (*ProcessResponse, error)
 	// Output streams the process's output from a byte offset in chunks of
 	// at most 256 KiB; the stream ends (OK) at the output's end.
@@ -299,6 +333,9 @@ func (UnimplementedBackendServer) Capabilities(context.Context, *Empty) (*Capabi
 }
 func (UnimplementedBackendServer) Start(context.Context, *StartRequest) (*ProcessResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Start not implemented")
+}
+func (UnimplementedBackendServer) Run(grpc.BidiStreamingServer[RunRequest, RunEvent]) error {
+	return status.Error(codes.Unimplemented, "method Run not implemented")
 }
 func (UnimplementedBackendServer) Attach(context.Context, *AttachRequest) (*ProcessResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Attach not implemented")
@@ -428,6 +465,13 @@ func _Backend_Start_Handler(srv interface{}, ctx context.Context, dec func(inter
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Backend_Run_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BackendServer).Run(&grpc.GenericServerStream[RunRequest, RunEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_RunServer = grpc.BidiStreamingServer[RunRequest, RunEvent]
 
 func _Backend_Attach_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AttachRequest)
@@ -707,6 +751,12 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Run",
+			Handler:       _Backend_Run_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Output",
 			Handler:       _Backend_Output_Handler,

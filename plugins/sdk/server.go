@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -72,8 +73,24 @@ func (s *server) forget(id uint64) {
 	s.mu.Unlock()
 }
 
-// closeEnv closes the Environment (if open); used by Close and when the
-// host died.
+// release forgets handle id and releases its process, if still known.
+func (s *server) release(id uint64) error {
+	s.mu.Lock()
+	p, ok := s.procs[id]
+	delete(s.procs, id)
+	s.mu.Unlock()
+	if !ok {
+		// Release is idempotent.
+		return nil
+	}
+	return p.Release()
+}
+
+// closeEnv closes the Environment (if open) and releases every handle
+// still known; used by Close and when the host died. Releases the host
+// issued before Close (ended Run streams) may still be on their way in
+// their own goroutines: releasing what is left here makes Close the point
+// after which no handle holds anything.
 func (s *server) closeEnv() error {
 	s.mu.Lock()
 	e := s.env
@@ -82,7 +99,15 @@ func (s *server) closeEnv() error {
 	if e == nil {
 		return nil
 	}
-	return e.Close()
+	err := e.Close()
+	s.mu.Lock()
+	procs := s.procs
+	s.procs = make(map[uint64]env.Process)
+	s.mu.Unlock()
+	for _, p := range procs {
+		_ = p.Release()
+	}
+	return err
 }
 
 func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
@@ -126,6 +151,57 @@ func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.ProcessRe
 		return nil, wire.ToStatus(err)
 	}
 	return s.add(p), nil
+}
+
+// Run serves a process's whole life on one stream (see backend.proto).
+// The stream's end releases the handle: a host that releases, or dies,
+// frees the plugin's side without another call.
+func (s *server) Run(stream pb.Backend_RunServer) error {
+	ctx := stream.Context()
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	e, err := s.environment()
+	if err != nil {
+		return wire.ToStatus(err)
+	}
+	p, err := e.Start(ctx, wire.SpecFromProto(req.GetSpec()))
+	if err != nil {
+		return wire.ToStatus(err)
+	}
+	resp := s.add(p)
+	defer func() {
+		if err := s.release(resp.GetProcessId()); err != nil {
+			slog.Warn("release", "pid", resp.GetPid(), "err", err)
+		}
+	}()
+	if err := stream.Send(&pb.RunEvent{Started: resp}); err != nil {
+		return err
+	}
+	for {
+		if req.GetWait() {
+			// Wait only when asked: in a backend that polls its sandbox,
+			// waiting for every process would double the polling.
+			ev := &pb.RunEvent{}
+			st, err := p.Wait(ctx)
+			switch {
+			case err == nil:
+				ev.Exited = wire.StatusToProto(st)
+			case ctx.Err() != nil:
+				return nil
+			default:
+				ev.WaitFailed = true
+			}
+			if err := stream.Send(ev); err != nil {
+				return nil
+			}
+		}
+		if req, err = stream.Recv(); err != nil {
+			// The host released the handle, or is gone: no failure.
+			return nil
+		}
+	}
 }
 
 func (s *server) Attach(ctx context.Context, req *pb.AttachRequest) (*pb.ProcessResponse, error) {
@@ -252,13 +328,7 @@ func (s *server) Ref(_ context.Context, req *pb.ProcessRequest) (*pb.RefResponse
 }
 
 func (s *server) Release(_ context.Context, req *pb.ProcessRequest) (*pb.Empty, error) {
-	p, err := s.process(req.GetProcessId())
-	if err != nil {
-		// Release is idempotent.
-		return &pb.Empty{}, nil
-	}
-	s.forget(req.GetProcessId())
-	return &pb.Empty{}, wire.ToStatus(p.Release())
+	return &pb.Empty{}, wire.ToStatus(s.release(req.GetProcessId()))
 }
 
 func (s *server) Remove(ctx context.Context, req *pb.ProcessRequest) (*pb.Empty, error) {
