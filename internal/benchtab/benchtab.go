@@ -227,6 +227,7 @@ var DefaultChecks = []Check{
 	// times faster than a new OpenSSH connection per command.
 	{Bench: "SSHTrue", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.0},
 	{Bench: "SSHTrueNewConn", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.1},
+	{Bench: "SSHExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 100},
 	// Through a plugin: start+wait at most 1.5x in-process, output at
 	// 200 MB/s or more.
 	{Bench: "PluginStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.5},
