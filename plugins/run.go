@@ -139,15 +139,28 @@ func (c *conn) takeRun(ctx context.Context) (*runStream, error) {
 // stream costs its headers and, in the plugin, their parsing and a new
 // handler goroutine: done now, while the process just started runs, that
 // is off the next Start's path.
+//
+// The stream is opened outside spareMu, so a concurrent Start's takeRun
+// never waits for it; a stream that turns out not to be needed (another
+// Start stored one first, or the conn is closing) is ended again.
 func (c *conn) prepareRun() {
+	c.spareMu.Lock()
+	skip := c.spare != nil || c.noSpare
+	c.spareMu.Unlock()
+	if skip {
+		return
+	}
+	r, err := c.openRun(context.Background())
+	if err != nil {
+		return
+	}
 	c.spareMu.Lock()
 	defer c.spareMu.Unlock()
 	if c.spare != nil || c.noSpare {
+		r.cancel()
 		return
 	}
-	if r, err := c.openRun(context.Background()); err == nil {
-		c.spare = r
-	}
+	c.spare = r
 }
 
 // dropRun ends the Run stream opened ahead, for good: the conn is closing.

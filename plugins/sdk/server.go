@@ -142,15 +142,21 @@ func (s *server) Capabilities(context.Context, *pb.Empty) (*pb.CapabilitiesRespo
 }
 
 func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.ProcessResponse, error) {
+	_, resp, err := s.start(ctx, req.GetSpec())
+	return resp, err
+}
+
+// start starts spec and registers its handle; Start and Run share it.
+func (s *server) start(ctx context.Context, spec *pb.Spec) (env.Process, *pb.ProcessResponse, error) {
 	e, err := s.environment()
 	if err != nil {
-		return nil, wire.ToStatus(err)
+		return nil, nil, wire.ToStatus(err)
 	}
-	p, err := e.Start(ctx, wire.SpecFromProto(req.GetSpec()))
+	p, err := e.Start(ctx, wire.SpecFromProto(spec))
 	if err != nil {
-		return nil, wire.ToStatus(err)
+		return nil, nil, wire.ToStatus(err)
 	}
-	return s.add(p), nil
+	return p, s.add(p), nil
 }
 
 // Run serves a process's whole life on one stream (see backend.proto).
@@ -162,18 +168,13 @@ func (s *server) Run(stream pb.Backend_RunServer) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.environment()
+	p, resp, err := s.start(ctx, req.GetSpec())
 	if err != nil {
-		return wire.ToStatus(err)
+		return err
 	}
-	p, err := e.Start(ctx, wire.SpecFromProto(req.GetSpec()))
-	if err != nil {
-		return wire.ToStatus(err)
-	}
-	resp := s.add(p)
 	defer func() {
 		if err := s.release(resp.GetProcessId()); err != nil {
-			slog.Warn("release", "pid", resp.GetPid(), "err", err)
+			slog.Warn("sdk: release at the end of a Run stream", "pid", resp.GetPid(), "err", err)
 		}
 	}()
 	if err := stream.Send(&pb.RunEvent{Started: resp}); err != nil {
