@@ -18,15 +18,38 @@ func TestConformance(t *testing.T) {
 		t.Run(sh.Name, func(t *testing.T) {
 			base := t.TempDir() + "/state"
 			tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
-			envtest.Run(t, envtest.Config{
-				New: func(t *testing.T) env.Environment {
-					e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: base, Shell: sh.Path})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return e
-				},
-			})
+			conformance(t, sh, base, tr)
 		})
 	}
+}
+
+// TestConformanceResident runs the suite with every call but Write on
+// resident shells (nohup.Resident), as env/ssh runs them, once per shell.
+func TestConformanceResident(t *testing.T) {
+	for _, sh := range nohuptest.Shells(t) {
+		t.Run(sh.Name, func(t *testing.T) {
+			base := t.TempDir() + "/state"
+			tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
+			// Cleanups run after the suite's parallel subtests.
+			t.Cleanup(func() {
+				_ = tr.Close()
+				if tr.Residents() == 0 {
+					t.Error("no resident shell was started: the suite ran without them")
+				}
+			})
+			conformance(t, sh, base, tr)
+		})
+	}
+}
+
+func conformance(t *testing.T, sh nohuptest.Shell, base string, tr *nohuptest.Local) {
+	envtest.Run(t, envtest.Config{
+		New: func(t *testing.T) env.Environment {
+			e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: base, Shell: sh.Path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
+	})
 }

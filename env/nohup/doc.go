@@ -12,26 +12,30 @@
 //	log       merged stdout and stderr, appended by the whole tree
 //	pid       "PID START" of the command (START: /proc/PID/stat field 22)
 //	wrapper   "PID START" of the wrapper that writes exit
-//	exit      "code N" or "signal N", written atomically (tmp + mv)
+//	exit      "code N" or "signal N", written in one write (see stateFunc)
 //	in        stdin FIFO (Spec.Stdin), kept open by a holder process
 //	holder    "PID START" of that holder; stdin-closed marks CloseStdin
 //	parent    "PID START" of the stopped parent (see below)
-//	spec      the command line and environment, as quoted sh assignments
-//	          sourced by the command's shell, so that they never show in the
-//	          argv of the long-lived wrapper and parent
+//	spec      the command line, directory and environment, as quoted sh
+//	          assignments sourced by the command's shell, so that they never
+//	          show in the argv of the long-lived wrapper and parent
+//	armed, go, run, armfail
+//	          an armed spare's report and FIFOs (see Armed spares)
 //
 // The command runs as Shell -c Command (Shell defaults to /bin/sh) as the
 // leader of a new session, with CORRAL_TREE=<random hex> added to its
-// environment; descendants inherit it, which is how escapees are found.
+// environment; descendants inherit it, which is how escapees are found. Its
+// umask is the sandbox shell's: the directory's mode protects the files.
 //
-// Three processes cooperate (see wrapperBody for the details):
+// Three processes cooperate (see parentBody for the details):
 //
-//   - the wrapper starts the rest, reports the command's identity, watches
-//     the command and writes exit;
-//   - the parent, a shell that runs the command in the foreground and is
-//     stopped with SIGSTOP right after, so it cannot reap it;
-//   - the command, which first waits (the "gate") until its parent is
-//     stopped and then execs Shell -c Command.
+//   - the parent, a shell started as a new session leader, forks the other
+//     two, waits for the command, and is stopped with SIGSTOP meanwhile,
+//     so it cannot reap it;
+//   - the wrapper (a subshell of the parent) stops the parent, reports the
+//     command's identity, watches the command and writes exit;
+//   - the command (a subshell of the parent) first waits (the "gate") until
+//     the parent is stopped and then execs setsid and Shell -c Command.
 //
 // Exit status. A shell reports both "exit 143" and "killed by SIGTERM" as
 // $? = 143, so no shell-level wrapper can tell them apart. The kernel does:
@@ -48,9 +52,34 @@
 // Signal(HUP). The new session already has no controlling terminal, so no
 // terminal hangup reaches it. Likewise nothing is started with `&` on the
 // way to the command (an asynchronous list inherits SIGINT and SIGQUIT
-// ignored): `setsid setsid X` starts X in the background with default
-// signal dispositions. setsid (util-linux or busybox) is required; a
-// sandbox without it gets an error matching env.ErrUnsupported.
+// ignored): `setsid -f X` (util-linux) or `setsid setsid X` (busybox)
+// starts the parent in the background with default signal dispositions.
+// setsid is required; a sandbox without it gets an error matching
+// env.ErrUnsupported.
+//
+// # Calls, resident shells and armed spares
+//
+// Every script but Write's is a call of a function of one library (lib in
+// scripts.go). A Transport that is also a LibTransport (env/ssh, and
+// nohuptest.Local with Resident) keeps resident shells (see Resident) that
+// loaded the library once, so a call is one request on a stream that is
+// already open; other transports run the library and the call as one
+// script.
+//
+// Forks and execs are what a start costs inside the sandbox (about a
+// millisecond each on a small VM), so a start leaves the next one's
+// directory ready: a spare. With resident shells, once a start's reply is
+// out, the shell arms spares (armFunc; two are kept, so that back-to-back
+// starts find one ready): it starts a later process's
+// parent, wrapper and command, which wait, asleep, on FIFOs; the next start
+// then only writes spec and one word, and its command execs Shell -c
+// Command straight away. Arming starts with an engine's second start (a
+// one-shot engine, such as one `corral run`, would pay for a spare it never
+// uses). Without resident shells, the spare is an empty directory made in
+// the background. An armed spare that is never used is ended by the
+// engine's Close, or, when the engine vanished without Close, by the sweep
+// of a later start once older than Options.Retention; until then it is
+// three processes asleep on FIFOs per spare.
 //
 // # Signals and survivors
 //
@@ -75,8 +104,8 @@
 // from that offset still returns. Output may be opened any number of times
 // from any offset.
 //
-// Round trips are what a run costs (a docker exec is tens of ms, an ssh
-// session ~10ms), so:
+// Round trips are what a run costs (a docker exec is tens of ms, a new ssh
+// session a few ms, a resident shell's request well under one), so:
 //
 //   - Start waits up to Options.StartWait (50ms) inside the sandbox for the
 //     command to end and brings back its state and first chunk of output

@@ -246,6 +246,11 @@ func (d *dirTransport) Exec(ctx context.Context, script string, stdin io.Reader,
 	return d.Local.Exec(ctx, "cd '"+d.dir+"' || exit 99\n"+script, stdin, stdout, stderr)
 }
 
+// ExecLib overrides the embedded Local's, which would bypass Exec.
+func (d *dirTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
+	return d.Exec(ctx, lib+call, nil, stdout, stderr)
+}
+
 func TestReattachAndRemove(t *testing.T) {
 	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
 		base := t.TempDir() + "/state"
@@ -403,6 +408,11 @@ func (f *flakyTransport) Exec(ctx context.Context, script string, stdin io.Reade
 		return -1, fmt.Errorf("flaky: connection dropped: %w", env.ErrUnavailable)
 	}
 	return f.Local.Exec(ctx, script, stdin, stdout, stderr)
+}
+
+// ExecLib overrides the embedded Local's, which would bypass Exec.
+func (f *flakyTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
+	return f.Exec(ctx, lib+call, nil, stdout, stderr)
 }
 
 func TestTransportErrors(t *testing.T) {
@@ -621,14 +631,25 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 // themselves, without a container engine or a network in between. It
 // reports the transport round trips per run (execs/op).
 func BenchmarkForegroundTrue(b *testing.B) {
-	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
-	e, err := nohup.New(tr, nohup.Options{BaseDir: b.TempDir() + "/s"})
+	b.Run("sessions", func(b *testing.B) { benchForegroundTrue(b, &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}) })
+	b.Run("resident", func(b *testing.B) {
+		tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ(), Resident: true}
+		defer tr.Close()
+		benchForegroundTrue(b, tr)
+	})
+}
+
+// benchForegroundTrue also reports armed-%: the share of starts that found
+// their directory armed (see the engine's armFunc).
+func benchForegroundTrue(b *testing.B, tr *nohuptest.Local) {
+	base := b.TempDir() + "/s"
+	e, err := nohup.New(tr, nohup.Options{BaseDir: base})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close()
 	ctx := context.Background()
-	execs := tr.Execs()
+	execs, armed := tr.Execs(), 0
 	for b.Loop() {
 		p, err := e.Start(ctx, env.Spec{Command: "true"})
 		if err != nil {
@@ -645,9 +666,18 @@ func BenchmarkForegroundTrue(b *testing.B) {
 		if st, err := p.Wait(ctx); err != nil || !st.Success() {
 			b.Fatalf("Wait = %v, %v", st, err)
 		}
+		ref, _ := p.Ref()
+		var rd struct {
+			Dir string `json:"dir"`
+		}
+		_ = json.Unmarshal(ref.Data, &rd)
+		if _, err := os.Stat(rd.Dir + "/armed"); err == nil {
+			armed++
+		}
 		if err := p.Remove(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(tr.Execs()-execs)/float64(b.N), "execs/op")
+	b.ReportMetric(100*float64(armed)/float64(b.N), "armed-%")
 }

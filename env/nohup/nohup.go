@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/env"
@@ -28,6 +29,10 @@ type Env struct {
 	baseDir   string            // resolved lazily: the default needs `id -u`
 	attached  map[*process]bool // live handles of processes started without Detach
 	lastSweep time.Time
+	spares    []spare // prepared for the next starts, oldest first
+	starts    int     // Start calls so far
+
+	noSetsidFork atomic.Bool // the sandbox's setsid refused -f once: use `setsid setsid`
 
 	startSteps string        // sleepSteps of the start script's wait for the end
 	pollSteps  string        // sleepSteps of one long poll
@@ -86,13 +91,35 @@ func (e *Env) checkOpen() error {
 	return nil
 }
 
+// call runs one call of a lib function (see call in scripts.go) and returns
+// its stdout, as exec does.
+func (e *Env) call(ctx context.Context, what, line string, retry bool) ([]byte, error) {
+	return e.callThen(ctx, what, line, "", retry)
+}
+
+// callThen is call with after (see LibTransport).
+func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool) ([]byte, error) {
+	if lt, ok := e.t.(LibTransport); ok {
+		return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
+			return lt.ExecLib(ctx, lib, line, after, out, errb)
+		})
+	}
+	return e.exec(ctx, what, lib+line, nil, retry)
+}
+
 // exec runs one script and returns its stdout. With retry, errors matching
 // env.ErrUnavailable are retried with backoff until ctx is done.
 func (e *Env) exec(ctx context.Context, what, scr string, stdin io.Reader, retry bool) ([]byte, error) {
+	return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
+		return e.t.Exec(ctx, scr, stdin, out, errb)
+	})
+}
+
+func (e *Env) run(ctx context.Context, what string, retry bool, exec func(out, errb *bytes.Buffer) (int, error)) ([]byte, error) {
 	var delay = 50 * time.Millisecond
 	for {
 		var out, errb bytes.Buffer
-		code, err := e.t.Exec(ctx, scr, stdin, &out, &errb)
+		code, err := exec(&out, &errb)
 		if err == nil {
 			if code != 0 {
 				return out.Bytes(), fmt.Errorf("nohup %s: %s: script exit status %d: %s", e.opts.Name, what, code, strings.TrimSpace(errb.String()))
@@ -121,7 +148,7 @@ func (e *Env) base(ctx context.Context) (string, error) {
 	if b != "" {
 		return b, nil
 	}
-	out, err := e.exec(ctx, "resolve base dir", uidBody, nil, true)
+	out, err := e.call(ctx, "resolve base dir", call("corral_uid"), true)
 	if err != nil {
 		return "", err
 	}
@@ -159,7 +186,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, tag := newHex(16), newHex(16)
+	tag := newHex(16)
 	dir := spec.Dir
 	if dir != "" && !strings.HasPrefix(dir, "/") {
 		// cd must never read a relative Dir as an option or as "-".
@@ -176,14 +203,27 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if spec.Stdin {
 		si = "1"
 	}
-	args := []string{base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, spec.Env), sweep, wrapperBody,
-		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps}
-	out, err := e.exec(ctx, "start", script(launchBody, args...), nil, false)
+	sf := "1"
+	if e.noSetsidFork.Load() {
+		sf = "0"
+	}
+	// The next starts' directories are prepared after this one: armed
+	// (their processes waiting) by a transport that can run work after the
+	// reply, else made in the background by the launch itself.
+	_, canArm := e.t.(LibTransport)
+	id, kind, toArm, next := e.takeSpare(canArm)
+	var after strings.Builder
+	for _, a := range toArm {
+		after.WriteString(call("corral_arm", base+"/"+a, e.opts.Shell, sf))
+	}
+	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, dir, si, tag, spec.Env), sweep,
+		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, next, kind)
+	out, err := e.callThen(ctx, "start", line, after.String(), false)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
 	}
 	first, rest, _ := bytes.Cut(out, []byte("\n"))
-	line := strings.TrimSpace(string(first))
+	line = strings.TrimSpace(string(first))
 	switch {
 	case line == "nodir":
 		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
@@ -193,6 +233,11 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		return nil, fmt.Errorf("nohup %s: start %q: shell %s not found in the sandbox: %w", e.opts.Name, spec.Command, e.opts.Shell, env.ErrUnsupported)
 	}
 	f := strings.Fields(line)
+	if len(f) == 6 && f[5] == "nof" {
+		// This sandbox's setsid has no -f (busybox): do not ask again.
+		e.noSetsidFork.Store(true)
+		f = f[:5]
+	}
 	if len(f) != 5 || f[0] != "ok" {
 		return nil, fmt.Errorf("nohup %s: start %q: wrapper failed: %q", e.opts.Name, spec.Command, line)
 	}
@@ -224,6 +269,45 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	e.opts.Logger.Debug("nohup: started", "env", e.opts.Name, "pid", ref.PID, "dir", ref.Dir)
 	return p, nil
+}
+
+// armedSpares is how many armed spares an engine keeps ready: two, so that
+// back-to-back starts find one whose arming (a few milliseconds of forks
+// and execs after the previous reply) has finished.
+const armedSpares = 2
+
+// spare is a state directory prepared for a later start: "armed" when a
+// resident shell was asked to arm it (see armFunc), else "" (an empty
+// directory made in the background, or nothing yet).
+type spare struct{ id, kind string }
+
+// takeSpare returns the ID for a new process's state directory (a spare
+// when there is one, with its kind), the IDs of the spares this start
+// arms (canArm: the transport can; never on the engine's first start,
+// since a one-shot engine would pay for spares it never uses), or else the
+// ID of the one the launch makes in the background (next).
+func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string, next string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.spares) > 0 {
+		id, kind = e.spares[0].id, e.spares[0].kind
+		e.spares = e.spares[1:]
+	} else {
+		id = newHex(16)
+	}
+	if canArm && e.starts > 0 {
+		for len(e.spares)+len(toArm) < armedSpares {
+			toArm = append(toArm, newHex(16))
+		}
+		for _, a := range toArm {
+			e.spares = append(e.spares, spare{a, "armed"})
+		}
+	} else if len(e.spares) == 0 {
+		next = newHex(16)
+		e.spares = append(e.spares, spare{next, ""})
+	}
+	e.starts++
+	return id, kind, toArm, next
 }
 
 // refData is Ref.Data: everything needed to find the process again.
@@ -307,11 +391,28 @@ func (e *Env) Close() error {
 		procs = append(procs, p)
 	}
 	e.attached = nil
+	spares, base := e.spares, e.baseDir
+	e.spares = nil
 	e.mu.Unlock()
 
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if len(spares) > 0 && base != "" {
+		// Best effort: what an Env that is not closed leaves, the sweep
+		// removes.
+		var drop strings.Builder
+		for _, sp := range spares {
+			fn := "corral_rmspare" // an empty directory, or none
+			if sp.kind == "armed" {
+				fn = "corral_dropspare"
+			}
+			drop.WriteString(call(fn, base+"/"+sp.id))
+		}
+		if _, err := e.call(ctx, "remove spares", drop.String(), false); err != nil {
+			e.opts.Logger.Debug("nohup: close: spare directories left for the sweep", "env", e.opts.Name, "err", err)
+		}
+	}
 	for _, p := range procs {
 		if err := p.signal(ctx, env.SIGKILL); err != nil && !errors.Is(err, env.ErrExited) && !errors.Is(err, env.ErrNotFound) {
 			errs = append(errs, err)

@@ -139,7 +139,7 @@ func (p *process) PID() int { return int(p.ref.PID) }
 // steps' sleeps are over.
 func (p *process) state(ctx context.Context, steps string) (string, error) {
 	r := p.ref
-	out, err := p.e.exec(ctx, "status", script(waitBody, r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)), steps), nil, true)
+	out, err := p.e.call(ctx, "status", call("corral_wait", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)), steps), true)
 	if err != nil {
 		return "", err
 	}
@@ -317,9 +317,9 @@ func (r *outputReader) Read(b []byte) (int, error) {
 func (r *outputReader) poll() (long bool, err error) {
 	p := r.p
 	steps, release := p.e.stepsFor()
-	scr := script(pollBody, p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart)), itoa(int(p.ref.PID)), itoa(int(p.ref.Start)),
+	line := call("corral_poll", p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart)), itoa(int(p.ref.PID)), itoa(int(p.ref.Start)),
 		strconv.FormatInt(r.off, 10), strconv.FormatInt(p.e.opts.ChunkSize, 10), steps)
-	out, err := p.e.exec(r.ctx, "output", scr, nil, true)
+	out, err := p.e.call(r.ctx, "output", line, true)
 	release()
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -407,7 +407,7 @@ func (p *process) CloseStdin(ctx context.Context) error {
 	}
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	if _, err := p.e.exec(ctx, "close stdin", script(closeStdinBody, p.ref.Dir), nil, false); err != nil {
+	if _, err := p.e.call(ctx, "close stdin", call("corral_closestdin", p.ref.Dir), false); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -428,7 +428,7 @@ func (p *process) signal(ctx context.Context, sig env.Signal) error {
 	if !sig.Valid() {
 		return fmt.Errorf("%s: signal: unknown signal %q", p.name(), string(sig))
 	}
-	out, err := p.e.exec(ctx, "signal", script(signalBody, p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag, string(sig)), nil, false)
+	out, err := p.e.call(ctx, "signal", call("corral_signal", p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag, string(sig)), false)
 	if err != nil {
 		return err
 	}
@@ -447,7 +447,7 @@ func (p *process) Survivors(ctx context.Context) ([]int, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	out, err := p.e.exec(ctx, "survivors", script(survivorsBody, p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag), nil, true)
+	out, err := p.e.call(ctx, "survivors", call("corral_survivors", p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag), true)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +499,7 @@ func (p *process) Remove(ctx context.Context) error {
 		return err
 	}
 	r := p.ref
-	out, err := p.e.exec(ctx, "remove", script(removeBody, r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start))), nil, false)
+	out, err := p.e.call(ctx, "remove", call("corral_remove", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start))), false)
 	if err != nil {
 		return err
 	}

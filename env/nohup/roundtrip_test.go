@@ -198,6 +198,51 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 	})
 }
 
+// TestHalfWrittenExitIsNotAnExit creates an empty exit file before the
+// command ends, as a poll leaves it between its open and its write. The
+// wrapper must not take it for a recorded exit: if it resumed the parent,
+// the zombie would be reaped and, once that poll died without writing,
+// the status would be lost for good.
+func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, _ := newEnvOpts(t, sh, nohup.Options{StartWait: -1})
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: "read x; exit 7", Stdin: true})
+		ref, _ := p.Ref()
+		var rd struct {
+			WPID int    `json:"wpid"`
+			Dir  string `json:"dir"`
+		}
+		if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
+			t.Fatalf("ref data %s: %v", ref.Data, err)
+		}
+		if err := os.WriteFile(rd.Dir+"/exit", nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CloseStdin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// No poll runs until the wrapper has ended: it alone sees the end.
+		for {
+			stat, err := os.ReadFile("/proc/" + strconv.Itoa(rd.WPID) + "/stat")
+			if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the wrapper never ended")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
+			t.Fatalf("Wait = %v, %v; want exit 7", st, err)
+		}
+		if b, err := os.ReadFile(rd.Dir + "/exit"); err != nil || string(b) != "code 7\n" {
+			t.Fatalf("exit file = %q, %v; want \"code 7\\n\"", b, err)
+		}
+		_ = p.Remove(ctx)
+	})
+}
+
 func errorf(format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }

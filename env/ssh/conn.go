@@ -16,6 +16,7 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
 )
 
 // dialer makes one authenticated, host-key-verified SSH connection.
@@ -181,6 +182,8 @@ type conn struct {
 	log      *slog.Logger
 	sessions chan struct{} // one token per open session: the server's MaxSessions
 
+	residents *nohup.ResidentPool // shells kept running for ExecLib
+
 	ctx    context.Context // done once Close is called
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -209,6 +212,7 @@ func newConn(ctx context.Context, d *dialer) (*conn, error) {
 		client:   client,
 		changed:  make(chan struct{}),
 	}
+	c.residents = &nohup.ResidentPool{New: c.newResident, Max: max(1, d.opts.MaxSessions/2)}
 	c.wg.Add(1)
 	go c.supervise(client)
 	return c, nil
@@ -277,10 +281,12 @@ func (c *conn) kick(client *xssh.Client) {
 
 func (c *conn) setDown(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.client = nil
 	c.downErr = err
 	c.notifyLocked()
+	c.mu.Unlock()
+	// Their sessions died with the connection.
+	c.residents.Reset()
 }
 
 func (c *conn) setUp(client *xssh.Client) bool {
@@ -419,6 +425,7 @@ func (c *conn) Close() error {
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.cancel()
+	c.residents.Close()
 	if client != nil {
 		client.Close()
 	}
@@ -670,4 +677,76 @@ func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout,
 		return unavailable("confirm end of output", err)
 	}
 	return code, nil
+}
+
+// ExecLib implements nohup.LibTransport: call runs on a resident shell
+// (see nohup.Resident) that keeps a session of the shared connection, so
+// it costs one request on an open channel instead of a new session, a new
+// shell and parsing lib. When no resident is free and no more may be
+// started (each holds one of the MaxSessions slots; at most half of them
+// are residents), the call runs as lib+call through Exec, and after is
+// skipped.
+//
+// A resident's output ends with a trailer that carries the exit code, so
+// unlike Exec no keepalive round trip is needed to trust the end of the
+// output.
+func (c *conn) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	code, err := c.residents.Call(ctx, lib, call, after, stdout, stderr)
+	switch {
+	case err == nil:
+		return code, nil
+	case errors.Is(err, nohup.ErrNoResident):
+		c.log.Debug("ssh: no resident shell; running the call in a new session", "target", c.d.name, "err", err)
+		return c.Exec(ctx, lib+call, nil, stdout, stderr)
+	case ctx.Err() != nil:
+		return -1, fmt.Errorf("ssh: %s: exec: %w", c.d.name, ctx.Err())
+	}
+	return -1, fmt.Errorf("ssh: %s: resident shell: %w: %w", c.d.name, env.ErrUnavailable, err)
+}
+
+// newResident starts a resident shell on a new session. It fails fast
+// rather than wait: without a free session slot or a live connection the
+// call goes through Exec, which knows how to wait for both.
+func (c *conn) newResident(ctx context.Context, lib string) (*nohup.Resident, error) {
+	select {
+	case c.sessions <- struct{}{}:
+	default:
+		return nil, errors.New("no free session slot")
+	}
+	releaseSlot := func() { <-c.sessions }
+	st := c.state()
+	if st.closed || st.client == nil {
+		releaseSlot()
+		return nil, errors.New("connection down")
+	}
+	sess, err := c.openChannel(ctx, st.client)
+	if err != nil {
+		releaseSlot()
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	stdin, err1 := sess.StdinPipe()
+	stdout, err2 := sess.StdoutPipe()
+	stderr, err3 := sess.StderrPipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		sess.Close()
+		releaseSlot()
+		return nil, err
+	}
+	if err := sess.Start(remoteCommand(nohup.ResidentScript(lib))); err != nil {
+		sess.Close()
+		releaseSlot()
+		return nil, fmt.Errorf("start shell: %w", err)
+	}
+	var once sync.Once
+	closeFn := func() error {
+		once.Do(func() {
+			// The server ends the shell when the channel closes (it reads
+			// EOF). A slot the server has not freed yet is retried by
+			// newSession like any transient refusal.
+			sess.Close()
+			releaseSlot()
+		})
+		return nil
+	}
+	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
 }

@@ -63,10 +63,19 @@
 //
 // # The connection
 //
-// Every process of an Environment shares one connection, and every
-// operation of the engine (start, poll, signal) is one SSH session on it.
-// Sessions are limited to Options.MaxSessions at a time (default 10,
-// OpenSSH's MaxSessions); more wait for a free slot. ClientConfig.Timeout
+// Every process of an Environment shares one connection. The engine's
+// operations (start, poll, signal) run on resident shells: long-lived
+// sessions, each a /bin/sh that loaded the engine's library once and runs
+// one call after another (nohup.Resident: one request and one reply on an
+// open channel, no session to open, no shell to start, no library to
+// parse). Up to half of Options.MaxSessions are residents; when all are
+// busy, and for Write (which sends stdin), an operation opens a session of
+// its own. Sessions are limited to Options.MaxSessions at a time (default
+// 10, OpenSSH's MaxSessions); more wait for a free slot. A resident's reply
+// ends with an in-band trailer carrying the exit code, so unlike a session
+// it needs no keepalive round trip to be trusted; a resident whose call is
+// cancelled, or whose stream fails, is closed and the call reported as
+// env.ErrUnavailable; the residents are dropped when the connection is. ClientConfig.Timeout
 // bounds only the TCP connect, so the handshake has its own deadline
 // (Options.HandshakeTimeout).
 //

@@ -228,6 +228,11 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	return t.c.Exec(ctx, script, stdin, stdout, stderr)
 }
 
+// ExecLib implements nohup.LibTransport; see conn.ExecLib.
+func (t *Transport) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	return t.c.ExecLib(ctx, lib, call, after, stdout, stderr)
+}
+
 // WaitConnected blocks until the connection is up (immediately unless it
 // dropped and is being re-established) or ctx is done.
 func (t *Transport) WaitConnected(ctx context.Context) error { return t.c.waitUp(ctx) }

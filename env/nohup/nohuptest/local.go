@@ -13,9 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/env/nohup"
 )
 
 // Local is a nohup.Transport that runs each script as Shell -c script on
@@ -27,8 +30,91 @@ type Local struct {
 	// Env is the scripts' environment; nil means os.Environ().
 	Env []string
 
-	outBytes atomic.Int64
-	execs    atomic.Int64
+	// Resident makes ExecLib run calls on resident shells (nohup.Resident,
+	// at most 4 at once), as a remote transport does; otherwise ExecLib
+	// runs lib and call through Exec. Close ends them.
+	Resident bool
+
+	outBytes  atomic.Int64
+	execs     atomic.Int64
+	residents atomic.Int64
+
+	poolOnce sync.Once
+	pool     *nohup.ResidentPool
+}
+
+// ExecLib implements nohup.LibTransport.
+func (l *Local) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	if !l.Resident {
+		return l.Exec(ctx, lib+call, nil, stdout, stderr)
+	}
+	l.execs.Add(1)
+	code, err := l.residentPool().Call(ctx, lib, call, after, countingWriter{w: orDiscard(stdout), n: &l.outBytes}, stderr)
+	if errors.Is(err, nohup.ErrNoResident) {
+		l.execs.Add(-1)
+		return l.Exec(ctx, lib+call, nil, stdout, stderr)
+	}
+	if err != nil && ctx.Err() != nil {
+		return -1, fmt.Errorf("local transport: %w", ctx.Err())
+	}
+	return code, err
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// newResident starts a resident shell as a child process.
+func (l *Local) newResident(ctx context.Context, lib string) (*nohup.Resident, error) {
+	sh := l.Shell
+	if sh == "" {
+		sh = "/bin/sh"
+	}
+	cmd := exec.Command(sh, "-c", nohup.ResidentScript(lib))
+	cmd.Env = l.Env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("local transport: start resident %s: %w", sh, err)
+	}
+	l.residents.Add(1)
+	var once sync.Once
+	closeFn := func() error {
+		once.Do(func() {
+			stdin.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return nil
+	}
+	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
+}
+
+// Residents returns how many resident shells were started so far.
+func (l *Local) Residents() int64 { return l.residents.Load() }
+
+func (l *Local) residentPool() *nohup.ResidentPool {
+	l.poolOnce.Do(func() { l.pool = &nohup.ResidentPool{New: l.newResident, Max: 4} })
+	return l.pool
+}
+
+// Close ends the resident shells.
+func (l *Local) Close() error {
+	l.residentPool().Close()
+	return nil
 }
 
 // Exec implements nohup.Transport.

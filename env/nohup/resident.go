@@ -1,0 +1,397 @@
+package nohup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A resident is a shell that stays running inside the sandbox with the
+// engine's library loaded and runs one call after another, each in a
+// subshell, so that a call costs one write and one read on streams that are
+// already open: no new session, no new shell, no library to parse. A
+// transport brings the streams (an ssh session, a docker exec attach, a
+// local process); Resident speaks the protocol and ResidentPool shares
+// residents between callers.
+//
+// The protocol. The transport starts ResidentScript(lib) as the shell's
+// script. A request is a nonce line, the call's lines, the nonce line, the
+// after lines (see LibTransport; maybe none) and the nonce line again; the
+// nonce ("corral-" and 32 random hex digits) is new for every request and
+// never a line of call or after. The shell runs the call as
+// `( eval CALL ) </dev/null`, then prints "\nNONCE CODE\n" on stdout and
+// "\nNONCE\n" on stderr, which end the call's output on each stream, and
+// then runs after the same way with all three streams on /dev/null. A
+// trailer cannot be forged by accident: the nonce is fresh and the shell
+// writes nothing else. The shell reads requests with the read builtin, a
+// byte per system call, so calls are kept short: everything constant is in
+// lib, which travels once, as part of the script.
+
+// residentLoop serves requests; see the protocol above. Its variables are
+// prefixed so that they cannot clash with the library's.
+const residentLoop = `corral_section() {
+	corral_s=
+	while :; do
+		IFS= read -r corral_l || exit 0
+		[ "$corral_l" = "$corral_n" ] && return 0
+		corral_s=$corral_s$corral_l'
+'
+	done
+}
+corral_serve() {
+	while IFS= read -r corral_n; do
+		corral_section
+		corral_b=$corral_s
+		corral_section
+		corral_a=$corral_s
+		( eval "$corral_b" ) </dev/null
+		printf '\n%s %s\n' "$corral_n" "$?"
+		printf '\n%s\n' "$corral_n" >&2
+		if [ -n "$corral_a" ]; then ( eval "$corral_a" ) </dev/null >/dev/null 2>&1; fi
+	done
+}
+corral_serve
+`
+
+// ResidentScript returns the script a transport starts (as /bin/sh -c
+// SCRIPT, with stdin, stdout and stderr connected to a Resident) to make a
+// resident shell with lib loaded.
+func ResidentScript(lib string) string { return lib + "\n" + residentLoop }
+
+// ErrResidentBroken is returned (wrapped) by Resident.Call when the
+// resident can no longer be used: its streams ended or failed, or a call
+// was abandoned. The call's result is unknown.
+var ErrResidentBroken = errors.New("resident shell broken")
+
+// Resident is the supervisor's side of one resident shell. Calls are run
+// one at a time; it is not safe for concurrent use.
+type Resident struct {
+	lib    string
+	in     io.Writer
+	out    *bufio.Reader
+	errs   *bufio.Reader
+	close  func() error
+	broken error
+	served int // calls completed
+}
+
+// NewResident returns the Resident that talks to a shell started with
+// ResidentScript(lib) through its stdin, stdout and stderr. closeFn ends the
+// shell and its streams; it must make blocked reads on stdout and stderr
+// return (Call uses it to abandon a call whose ctx is done).
+func NewResident(lib string, stdin io.Writer, stdout, stderr io.Reader, closeFn func() error) *Resident {
+	return &Resident{
+		lib: lib, in: stdin, close: closeFn,
+		out:  bufio.NewReaderSize(stdout, 64<<10),
+		errs: bufio.NewReaderSize(stderr, 4<<10),
+	}
+}
+
+// Lib returns the library the shell was started with.
+func (r *Resident) Lib() string { return r.lib }
+
+// Served returns how many calls completed on this resident.
+func (r *Resident) Served() int { return r.served }
+
+// Close ends the shell. Idempotent.
+func (r *Resident) Close() error {
+	if r.broken == nil {
+		r.broken = fmt.Errorf("%w: closed", ErrResidentBroken)
+	}
+	return r.close()
+}
+
+// Call runs call (lines of sh; a missing final newline is added) and copies
+// its stdout and stderr (either may be nil: discarded) up to the trailers;
+// then the shell runs after (see LibTransport), while the next call waits.
+// It returns the call's exit code. An error leaves the Resident broken
+// (matching ErrResidentBroken, or ctx's error when ctx ended the call):
+// Close it.
+func (r *Resident) Call(ctx context.Context, call, after string, stdout, stderr io.Writer) (int, error) {
+	if r.broken != nil {
+		return -1, r.broken
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing was sent: the resident is still good.
+		return -1, err
+	}
+	nonce := "corral-" + newHex(16)
+	for strings.Contains(call, nonce) || strings.Contains(after, nonce) {
+		nonce = "corral-" + newHex(16)
+	}
+	if !strings.HasSuffix(call, "\n") {
+		call += "\n"
+	}
+	if after != "" && !strings.HasSuffix(after, "\n") {
+		after += "\n"
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	// ctx ending mid-call closes the streams, which unblocks the reads.
+	stop := context.AfterFunc(ctx, func() { _ = r.close() })
+	fail := func(err error) (int, error) {
+		if !stop() {
+			r.broken = fmt.Errorf("%w: call abandoned: %w", ErrResidentBroken, ctx.Err())
+			return -1, ctx.Err()
+		}
+		r.broken = fmt.Errorf("%w: %w", ErrResidentBroken, err)
+		_ = r.close()
+		return -1, r.broken
+	}
+
+	req := make([]byte, 0, 3*len(nonce)+len(call)+len(after)+3)
+	req = append(req, nonce...)
+	req = append(req, '\n')
+	req = append(req, call...)
+	req = append(req, nonce...)
+	req = append(req, '\n')
+	req = append(req, after...)
+	req = append(req, nonce...)
+	req = append(req, '\n')
+	if _, err := r.in.Write(req); err != nil {
+		// The shell runs a request only once its closing nonce line has
+		// arrived, and nothing more can arrive now: the call did not run.
+		code, ferr := fail(fmt.Errorf("send request: %w", err))
+		if errors.Is(ferr, ErrResidentBroken) {
+			ferr = fmt.Errorf("%w: %w", ErrNoResident, ferr)
+		}
+		return code, ferr
+	}
+
+	errDone := make(chan error, 1)
+	go func() {
+		rest, err := copyUntilTrailer(r.errs, stderr, nonce)
+		if err == nil && rest != "" {
+			err = fmt.Errorf("stderr trailer %q", rest)
+		}
+		errDone <- err
+	}()
+	rest, err := copyUntilTrailer(r.out, stdout, nonce)
+	errErr := <-errDone
+	if err != nil {
+		return fail(fmt.Errorf("read stdout: %w", err))
+	}
+	if errErr != nil {
+		return fail(fmt.Errorf("read stderr: %w", errErr))
+	}
+	code, perr := strconv.Atoi(strings.TrimPrefix(rest, " "))
+	if perr != nil || !strings.HasPrefix(rest, " ") || code < 0 || code > 255 {
+		return fail(fmt.Errorf("malformed trailer %q", rest))
+	}
+	if r.out.Buffered() > 0 || r.errs.Buffered() > 0 {
+		// Something wrote after the trailer: a process the call left
+		// behind holds the streams, and the next call's framing would not
+		// hold.
+		return fail(errors.New("output after the trailer"))
+	}
+	r.served++
+	if !stop() {
+		// ctx ended just after the call completed: the result stands,
+		// the closed streams do not.
+		r.broken = fmt.Errorf("%w: closed when the call's context ended", ErrResidentBroken)
+	}
+	return code, nil
+}
+
+// copyUntilTrailer copies br to w until the line break that precedes
+// "NONCE" at the start of a line, and returns the rest of the trailer's
+// line (after NONCE, without the final newline). The line break before
+// NONCE belongs to the trailer, not to the output.
+func copyUntilTrailer(br *bufio.Reader, w io.Writer, nonce string) (string, error) {
+	var werr error
+	write := func(b []byte) {
+		if werr == nil && len(b) > 0 {
+			_, werr = w.Write(b)
+		}
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			write(chunk)
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		// chunk ends with '\n': it may be the trailer's.
+		write(chunk[:len(chunk)-1])
+		next, err := br.Peek(len(nonce) + 1)
+		if err != nil && len(next) < len(nonce)+1 {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		if string(next[:len(nonce)]) == nonce && (next[len(nonce)] == ' ' || next[len(nonce)] == '\n') {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return "", fmt.Errorf("trailer: %w", err)
+			}
+			if werr != nil {
+				return "", werr
+			}
+			return string(bytes.TrimSuffix(line[len(nonce):], []byte("\n"))), nil
+		}
+		write([]byte{'\n'})
+	}
+}
+
+// ResidentPool shares residents among concurrent callers of one transport.
+// The zero value is not usable: set New and Max.
+type ResidentPool struct {
+	// New starts a resident shell for lib. It should fail fast (not wait
+	// for a connection or a session slot): the caller then runs the call
+	// some other way.
+	New func(ctx context.Context, lib string) (*Resident, error)
+	// Max bounds the residents alive at once.
+	Max int
+
+	mu        sync.Mutex
+	idle      []*Resident
+	live      int
+	gen       int // Reset increments it
+	gens      map[*Resident]int
+	stillborn int // residents in a row that failed their first call
+	disabled  bool
+	closed    bool
+}
+
+// stillbornLimit is how many new residents in a row may fail their first
+// call before the pool gives up on residents for good: a shell that cannot
+// run the loop at all (an exotic /bin/sh) must not cost every call a try.
+const stillbornLimit = 3
+
+// ErrNoResident is returned by ResidentPool.Call when no resident is free
+// and no more may be started now, and by Resident.Call when the request
+// could not be sent: nothing was run, and the caller may run the call some
+// other way.
+var ErrNoResident = errors.New("no resident shell free")
+
+// Call runs call, then after, on an idle resident for lib, or on a new one while fewer
+// than Max are alive. It returns an error matching ErrNoResident, having
+// run nothing, when none is free, New failed or the pool gave up on
+// residents; errors matching ErrResidentBroken mean the call's result is
+// unknown.
+func (p *ResidentPool) Call(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	r, err := p.get(ctx, lib)
+	if err != nil {
+		return -1, err
+	}
+	code, err := r.Call(ctx, call, after, stdout, stderr)
+	p.put(r, err, after != "")
+	return code, err
+}
+
+func (p *ResidentPool) get(ctx context.Context, lib string) (*Resident, error) {
+	p.mu.Lock()
+	if p.closed || p.disabled {
+		p.mu.Unlock()
+		return nil, ErrNoResident
+	}
+	for len(p.idle) > 0 {
+		r := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if r.Lib() == lib {
+			p.mu.Unlock()
+			return r, nil
+		}
+		p.dropLocked(r)
+	}
+	if p.live >= p.Max {
+		p.mu.Unlock()
+		return nil, ErrNoResident
+	}
+	p.live++
+	gen := p.gen
+	p.mu.Unlock()
+	r, err := p.New(ctx, lib)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.live--
+		return nil, fmt.Errorf("%w: %w", ErrNoResident, err)
+	}
+	if p.gens == nil {
+		p.gens = map[*Resident]int{}
+	}
+	p.gens[r] = gen
+	return r, nil
+}
+
+// put returns r to the idle residents. One still busy with after-work
+// goes to the bottom, so that the next call prefers another.
+func (p *ResidentPool) put(r *Resident, callErr error, busy bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.broken != nil {
+		if callErr != nil && r.Served() == 0 && !errors.Is(callErr, context.Canceled) && !errors.Is(callErr, context.DeadlineExceeded) {
+			p.stillborn++
+			if p.stillborn >= stillbornLimit {
+				p.disabled = true
+			}
+		}
+		p.dropLocked(r)
+		return
+	}
+	if r.Served() > 0 {
+		p.stillborn = 0
+	}
+	if p.closed || p.gens[r] != p.gen {
+		p.dropLocked(r)
+		return
+	}
+	if busy {
+		p.idle = append([]*Resident{r}, p.idle...)
+		return
+	}
+	p.idle = append(p.idle, r)
+}
+
+// dropLocked closes r and forgets it.
+func (p *ResidentPool) dropLocked(r *Resident) {
+	_ = r.Close()
+	delete(p.gens, r)
+	p.live--
+}
+
+// Disabled reports whether the pool gave up on residents after
+// stillbornLimit new ones in a row failed their first call.
+func (p *ResidentPool) Disabled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.disabled
+}
+
+// Reset closes the idle residents, and the busy ones when their call
+// returns: the transport's connection was replaced.
+func (p *ResidentPool) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
+	for _, r := range p.idle {
+		p.dropLocked(r)
+	}
+	p.idle = nil
+}
+
+// Close closes every idle resident and refuses new calls; busy ones are
+// closed when their call returns.
+func (p *ResidentPool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.Reset()
+}
