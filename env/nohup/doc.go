@@ -67,16 +67,15 @@
 // script.
 //
 // Forks and execs are what a start costs inside the sandbox (about a
-// millisecond each on a small VM), so a start leaves the next one's
-// directory ready: a spare. With resident shells, once a start's reply is
-// out, the shell arms spares (armFunc; two are kept, so that back-to-back
+// millisecond each on a small VM), so with resident shells a start leaves
+// the next ones ready: once a start's reply is out, the shell arms spares (armFunc; two are kept, so that back-to-back
 // starts find one ready): it starts a later process's
 // parent, wrapper and command, which wait, asleep, on FIFOs; the next start
 // then only writes spec and one word, and its command execs Shell -c
 // Command straight away. Arming starts with an engine's second start (a
 // one-shot engine, such as one `corral run`, would pay for a spare it never
-// uses). Without resident shells, the spare is an empty directory made in
-// the background. An armed spare that is never used is ended by the
+// uses). Without resident shells there are no spares: a call must not
+// leave a process behind that could outlive Close. An armed spare that is never used is ended by the
 // engine's Close, or, when the engine vanished without Close, by the sweep
 // of a later start once older than Options.Retention; until then it is
 // three processes asleep on FIFOs per spare.

@@ -207,17 +207,16 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if e.noSetsidFork.Load() {
 		sf = "0"
 	}
-	// The next starts' directories are prepared after this one: armed
-	// (their processes waiting) by a transport that can run work after the
-	// reply, else made in the background by the launch itself.
+	// The next starts' directories are armed (their processes waiting)
+	// after this one's reply, by a transport that can run work then.
 	_, canArm := e.t.(LibTransport)
-	id, kind, toArm, next := e.takeSpare(canArm)
+	id, kind, toArm := e.takeSpare(canArm)
 	var after strings.Builder
 	for _, a := range toArm {
 		after.WriteString(call("corral_arm", base+"/"+a, e.opts.Shell, sf))
 	}
 	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, dir, si, tag, spec.Env), sweep,
-		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, next, kind)
+		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
 	out, err := e.callThen(ctx, "start", line, after.String(), false)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
@@ -277,16 +276,17 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 const armedSpares = 2
 
 // spare is a state directory prepared for a later start: "armed" when a
-// resident shell was asked to arm it (see armFunc), else "" (an empty
-// directory made in the background, or nothing yet).
+// resident shell was asked to arm it (see armFunc).
 type spare struct{ id, kind string }
 
 // takeSpare returns the ID for a new process's state directory (a spare
-// when there is one, with its kind), the IDs of the spares this start
-// arms (canArm: the transport can; never on the engine's first start,
-// since a one-shot engine would pay for spares it never uses), or else the
-// ID of the one the launch makes in the background (next).
-func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string, next string) {
+// when there is one, with its kind) and the IDs of the spares this start
+// arms: only when the transport can, and never on the engine's first
+// start, since a one-shot engine would pay for spares it never uses.
+// Other transports get no spares: making the directory ahead would need a
+// process that outlives its call (and could outlive Close), to save one
+// mkdir on a start that costs a whole exec anyway.
+func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.spares) > 0 {
@@ -302,12 +302,9 @@ func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string, next stri
 		for _, a := range toArm {
 			e.spares = append(e.spares, spare{a, "armed"})
 		}
-	} else if len(e.spares) == 0 {
-		next = newHex(16)
-		e.spares = append(e.spares, spare{next, ""})
 	}
 	e.starts++
-	return id, kind, toArm, next
+	return id, kind, toArm
 }
 
 // refData is Ref.Data: everything needed to find the process again.
@@ -403,11 +400,7 @@ func (e *Env) Close() error {
 		// removes.
 		var drop strings.Builder
 		for _, sp := range spares {
-			fn := "corral_rmspare" // an empty directory, or none
-			if sp.kind == "armed" {
-				fn = "corral_dropspare"
-			}
-			drop.WriteString(call(fn, base+"/"+sp.id))
+			drop.WriteString(call("corral_dropspare", base+"/"+sp.id))
 		}
 		if _, err := e.call(ctx, "remove spares", drop.String(), false); err != nil {
 			e.opts.Logger.Debug("nohup: close: spare directories left for the sweep", "env", e.opts.Name, "err", err)

@@ -77,16 +77,15 @@ const detachFunc = `detach() {
 `
 
 // launchFunc is corral_launch BASE ID WD SI TAG SH SPEC SWEEP MAX STEPS
-// SF NEXT KIND. Output: one line "ok CPID CSTART WPID WSTART" (plus " nof" when
+// SF KIND. Output: one line "ok CPID CSTART WPID WSTART" (plus " nof" when
 // SF asked for setsid -f and the sandbox's setsid refused it), or an error
 // word; then a report as pollFunc prints it (state, log size, the first
 // MAX log bytes), so that a short command costs one round trip in all.
 //
 // BASE/ID is, fastest first: an armed spare (KIND=armed: the previous
 // start asked a resident shell to arm it, see armFunc) whose processes are
-// alive, which only needs its spec and the word go; a spare directory
-// (NEXT of the previous start, made in the background); or nothing, and
-// then the directory is made here. BASE is 0700 and ours, so an existing
+// alive, which only needs its spec and the word go; or nothing, and then
+// the directory is made here. BASE is 0700 and ours, so an existing
 // directory there is one of ours. Then the parent is started (see
 // parentBody) and, for up to the sleeps in STEPS, the end is waited for.
 //
@@ -105,7 +104,7 @@ const launchFunc = `corral_launch() {
 	unset CDPATH
 	base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 spec=$7 sweep=$8 max=$9
 	shift 9
-	steps=$1 sf=$2 next=$3 kind=$4
+	steps=$1 sf=$2 kind=$3
 	if [ -n "$wd" ] && ! [ -d "$wd" ]; then echo nodir; exit 0; fi
 	findsetsid || { echo nosetsid; exit 0; }
 	[ -x "$sh" ] || { echo noshell; exit 0; }
@@ -180,10 +179,6 @@ const launchFunc = `corral_launch() {
 		state "$d" "$w" "$wst" "$c" "$cst"
 	done
 	report "$d" 0 "$max"
-	# mkdir is a fork and an exec: make the next start's directory now,
-	# off its path and after this one's report. (A transport with
-	# resident shells arms it instead; see armFunc.)
-	if [ -n "$next" ]; then mkdir -m 700 "$base/$next" </dev/null >/dev/null 2>&1 & fi
 	return 0
 }
 `
@@ -380,7 +375,7 @@ p=$$
 	# writes the same bytes, so nobody ever finds it shorter again.
 	case $st in
 	lost) [ -f "$d/exit" ] || echo lost >"$d/exit" ;;
-	?*) echo "$st" 1<>"$d/exit" ;;
+	?*) { [ -f "$d/exit" ] && read -r ex <"$d/exit"; } || echo "$st" 1<>"$d/exit" ;;
 	esac
 	kill -CONT "$p" 2>/dev/null
 	# The stdin holder has nobody left to hold the FIFO for.
