@@ -51,9 +51,17 @@ type cliResult struct {
 // against a hang; no test asserts on durations.
 func runCorral(t *testing.T, bin string, stdin io.Reader, args ...string) cliResult {
 	t.Helper()
+	return runCorralEnv(t, bin, nil, stdin, args...)
+}
+
+// runCorralEnv is runCorral with the environment environ (nil: this
+// process's).
+func runCorralEnv(t *testing.T, bin string, environ []string, stdin io.Reader, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = environ
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errOut
 	err := cmd.Run()

@@ -211,8 +211,8 @@ func (h *hostKeys) callback(hostport string) (xssh.HostKeyCallback, []string, er
 		default:
 			return fmt.Errorf("ssh: check host key of %s: %w", hostport, err)
 		}
-		h.log.Error("ssh: host key refused", "host", hostport, "key_type", herr.KeyType, "fingerprint", herr.Fingerprint,
-			"changed", herr.Changed, "revoked", herr.Revoked)
+		// Not logged here: the first dial returns it to the caller, and
+		// the reconnect loop logs it with its target.
 		return herr
 	}
 	return cb, algos, nil

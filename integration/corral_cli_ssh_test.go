@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+// TestCorralRunSSH runs the corral binary against a real sshd the way a
+// user would: `corral run --backend ssh://user@127.0.0.1:PORT -- CMD`, with
+// nothing but a HOME whose ~/.ssh holds the identity and known_hosts (no
+// agent, no flags). Exit codes, the merged output, stdin, the timeout
+// kill of the remote tree and the refusal of an unknown host must hold as
+// they do locally.
+func TestCorralRunSSH(t *testing.T) {
+	sshtest.Require(t) // skips, or fails under CORRAL_REQUIRE_SSH=1
+	srv := sshtest.Start(t)
+	bin := buildCorral(t)
+
+	homeWith := func(knownHosts bool) []string {
+		home := t.TempDir()
+		dotSSH := filepath.Join(home, ".ssh")
+		if err := os.MkdirAll(dotSSH, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
+		if knownHosts {
+			copyFile(t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
+		}
+		environ := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "SSH_AUTH_SOCK=") ||
+				strings.HasPrefix(kv, "CORRAL_")
+		})
+		return append(environ, "HOME="+home, "CORRAL_NO_AUTOSTART=1")
+	}
+	known := homeWith(true)
+
+	t.Run("exit code and both streams", func(t *testing.T) {
+		t.Parallel()
+		r := runCorralEnv(t, bin, known, nil, "run", "--backend", srv.Target(), "--",
+			"sh", "-c", "echo hi from ssh; echo to stderr >&2; exit 3")
+		// The streams are merged, in order, on stdout (README: corral run).
+		if r.code != 3 || r.stdout != "hi from ssh\nto stderr\n" || r.stderr != "" {
+			t.Fatalf("exit %d stdout %q stderr %q, want 3 and both lines on stdout", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("stdin with --stdin", func(t *testing.T) {
+		t.Parallel()
+		r := runCorralEnv(t, bin, known, strings.NewReader("hello\nworld\n"), "run", "--stdin", "--backend", srv.Target(), "--", "tr a-z A-Z")
+		if r.code != 0 || r.stdout != "HELLO\nWORLD\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("timeout kills the remote tree", func(t *testing.T) {
+		t.Parallel()
+		m := []string{sshMarker(), sshMarker()}
+		t.Cleanup(func() { sshKillMarked(m...) })
+		script := "trap '' TERM; (setsid sleep " + m[0] + " &); sleep " + m[1]
+		r := runCorralEnv(t, bin, known, nil, "run", "--backend", srv.Target(), "--timeout", "2s", "--grace", "1s", "--", "sh", "-c", script)
+		if r.code != 124 {
+			t.Fatalf("exit %d stdout %q stderr %q, want 124", r.code, r.stdout, r.stderr)
+		}
+		cliRequireOneLine(t, r.stderr, "timeout", "2s", "killed the process tree")
+		// The kill is verified before corral exits; a dying process may
+		// take a moment to leave the process table.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, marker := range m {
+			for len(sshMarkerPIDs(marker)) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("`sleep %s` still runs on the ssh host after the timeout kill", marker)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	})
+
+	t.Run("unknown host is refused with its fingerprint", func(t *testing.T) {
+		t.Parallel()
+		m := sshMarker()
+		t.Cleanup(func() { sshKillMarked(m) })
+		r := runCorralEnv(t, bin, homeWith(false), nil, "run", "--backend", srv.Target(), "--", "sleep "+m)
+		if r.code != 125 {
+			t.Fatalf("exit %d stdout %q stderr %q, want 125", r.code, r.stdout, r.stderr)
+		}
+		cliRequireOneLine(t, r.stderr, "unknown", "SHA256:", "ssh-keyscan -p")
+		if pids := sshMarkerPIDs(m); len(pids) > 0 {
+			t.Fatalf("the command ran on a host whose key was never verified: pids %v", pids)
+		}
+	})
+}
