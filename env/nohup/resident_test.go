@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,8 +226,10 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestArmedSpares runs a series of starts through resident shells: from
 // the third on, each must run in a spare armed after an earlier reply (its
 // directory holds the armed report), with stdin, environment, working
-// directory and exit status as usual. A spare whose processes were killed
-// is replaced, not used. Close ends the spares still armed.
+// directory and exit status as usual. A spare with any of its processes
+// killed (only the parent, or all three) is replaced, not used: a spare
+// without its stopped parent would lose the exit status. Close ends the
+// spares still armed.
 func TestArmedSpares(t *testing.T) {
 	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
 		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
@@ -248,6 +252,30 @@ func TestArmedSpares(t *testing.T) {
 			_, err := os.Stat(rd.Dir + "/armed")
 			return err == nil
 		}
+		// waitArmed waits until the two spares armed after the last reply
+		// are ready, so that a kill finds all their processes.
+		waitArmed := func() []string {
+			deadline := time.Now().Add(testTimeout)
+			for {
+				var ready []string
+				dirs, _ := filepath.Glob(base + "/*")
+				for _, d := range dirs {
+					if _, err := os.Stat(d + "/spec"); err == nil {
+						continue
+					}
+					if b, err := os.ReadFile(d + "/armed"); err == nil && len(b) > 0 {
+						ready = append(ready, d)
+					}
+				}
+				if len(ready) == 2 {
+					return ready
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the spares were never armed: %d of 2 ready", len(ready))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 		for i := range 8 {
 			p := start(t, e, env.Spec{Command: `read x; echo "$x $V $(pwd)"; exit 7`, Stdin: true, Env: []string{"V=v" + strconv.Itoa(i)}, Dir: wd})
 			if _, err := p.Write(ctx, []byte("in\n")); err != nil {
@@ -259,14 +287,27 @@ func TestArmedSpares(t *testing.T) {
 			if got, want := string(readAll(t, p, 0)), "in v"+strconv.Itoa(i)+" "+wd+"\n"; got != want {
 				t.Fatalf("start %d: output %q, want %q", i, got, want)
 			}
-			// After the kill at i == 4, the two spares killed are
-			// replaced by fresh directories (i == 5, 6).
-			if i >= 2 && i != 5 && i != 6 && !armedDir(p) {
-				t.Fatalf("start %d did not use an armed spare", i)
+			// The spares killed at i == 2 and i == 4 are replaced by
+			// fresh directories (i == 3 to 6); the others are used.
+			if want := i == 2 || i == 7; i >= 2 && armedDir(p) != want {
+				t.Fatalf("start %d: ran in an armed spare: %v, want %v", i, !want, want)
 			}
-			if i == 4 {
-				// Kill every waiting spare's processes: the next start
-				// must notice and start afresh.
+			switch i {
+			case 2:
+				// Kill only the parents of the waiting spares.
+				for _, d := range waitArmed() {
+					var pid, since int
+					b, err := os.ReadFile(d + "/parent")
+					if _, serr := fmt.Sscan(string(b), &pid, &since); err != nil || serr != nil || pid <= 0 {
+						t.Fatalf("spare %s: parent file %q, %v", d, b, err)
+					}
+					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case 4:
+				// Kill every waiting spare's processes.
+				waitArmed()
 				out, _ := exec.Command("pkill", "-e", "-KILL", "-f", "corral-(parent|command) "+base).CombinedOutput()
 				if len(bytes.TrimSpace(out)) == 0 {
 					t.Fatal("no armed spare's processes found to kill")

@@ -124,7 +124,11 @@ const launchFunc = `corral_launch() {
 			done
 			[ -s "$d/armed" ] && read -r r <"$d/armed"
 			set -- $r
-			if [ $# -eq 5 ] && pstat "$2" && [ "$p_start" = "$3" ] && [ "$p_state" != Z ] && pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" != Z ]; then
+			# All three must be there: the parent, too, stopped, or
+			# nobody keeps the command's zombie for its exit status.
+			a_p= a_pst=
+			if [ $# -eq 5 ] && pstat "$2" && [ "$p_start" = "$3" ] && [ "$p_state" != Z ] && pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" != Z ] &&
+				read -r a_p a_pst <"$d/parent" && pstat "$a_p" && [ "$p_start" = "$a_pst" ] && [ "$p_state" = T ]; then
 				r="ok $2 $3 $4 $5"
 			else
 				# Failed, dead or stuck: clear it and start afresh.
