@@ -415,6 +415,64 @@ func (f *flakyTransport) ExecLib(ctx context.Context, lib, call, _ string, stdou
 	return f.Exec(ctx, lib+call, nil, stdout, stderr)
 }
 
+// cutTransport runs every start's launcher to its end, then passes on only
+// its first line (the ok line) and fails: with exit status 2, as ash does
+// when a fork for the report is refused, or with a lost connection.
+type cutTransport struct {
+	*nohuptest.Local
+	lost bool
+}
+
+func (c *cutTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if !strings.Contains(script, "\ncorral_launch ") {
+		return c.Local.Exec(ctx, script, stdin, stdout, stderr)
+	}
+	var out bytes.Buffer
+	if _, err := c.Local.Exec(ctx, script, stdin, &out, stderr); err != nil {
+		return -1, err
+	}
+	first, _, _ := bytes.Cut(out.Bytes(), []byte("\n"))
+	_, _ = stdout.Write(append(first, '\n'))
+	if c.lost {
+		return -1, fmt.Errorf("cut: connection dropped: %w", env.ErrUnavailable)
+	}
+	_, _ = io.WriteString(stderr, "sh: can't fork")
+	return 2, nil
+}
+
+// ExecLib overrides the embedded Local's, which would bypass Exec.
+func (c *cutTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
+	return c.Exec(ctx, lib+call, nil, stdout, stderr)
+}
+
+// TestStartFailingAfterItsOkLine: once the launcher reported the command
+// started, a failure of the rest of its script must not make Start fail,
+// or a running command would be left that nobody tracks.
+func TestStartFailingAfterItsOkLine(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(map[bool]string{false: "exit_2", true: "connection_lost"}[lost], func(t *testing.T) {
+			ct := &cutTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}, lost: lost}
+			e, err := nohup.New(ct, nohup.Options{BaseDir: t.TempDir() + "/s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := testCtx(t)
+			p, err := e.Start(ctx, env.Spec{Command: "echo hello; exit 4"})
+			if err != nil {
+				t.Fatalf("Start after the launcher reported the command: %v", err)
+			}
+			defer p.Release()
+			if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
+				t.Fatalf("Wait = %v, %v; want exit 4", st, err)
+			}
+			if got := string(readAll(t, p, 0)); got != "hello\n" {
+				t.Fatalf("output = %q", got)
+			}
+		})
+	}
+}
+
 func TestTransportErrors(t *testing.T) {
 	ft := &flakyTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}}
 	e, err := nohup.New(ft, nohup.Options{BaseDir: t.TempDir() + "/s"})

@@ -130,7 +130,8 @@ func (e *Env) run(ctx context.Context, what string, retry bool, exec func(out, e
 			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, ctx.Err())
 		}
 		if !retry || !errors.Is(err, env.ErrUnavailable) {
-			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
+			// What arrived before the failure: Start needs its ok line.
+			return out.Bytes(), fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
 		}
 		e.opts.Logger.Debug("nohup: transport unavailable, retrying", "env", e.opts.Name, "op", what, "err", err, "delay", delay)
 		if err := sleepCtx(ctx, delay, nil); err != nil {
@@ -218,10 +219,19 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, dir, si, tag, spec.Env), sweep,
 		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
 	out, err := e.callThen(ctx, "start", line, after.String(), false)
+	first, rest, whole := bytes.Cut(out, []byte("\n"))
 	if err != nil {
-		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+		// The launcher prints its ok line as soon as the command runs. A
+		// failure after it (a fork for the report refused by a full pids
+		// limit, the connection cut) must not leave a running command
+		// that nobody tracks: only its report is lost, and polls redo it.
+		if !whole || !bytes.HasPrefix(first, []byte("ok ")) {
+			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+		}
+		e.opts.Logger.Warn("nohup: start: the command runs, but its launcher failed after reporting it",
+			"env", e.opts.Name, "err", err)
+		rest = nil
 	}
-	first, rest, _ := bytes.Cut(out, []byte("\n"))
 	line = strings.TrimSpace(string(first))
 	switch {
 	case line == "nodir":
@@ -253,13 +263,15 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	// The report is cached for Wait and the first Output (see
 	// process.first). A lost or unreadable state is left for Wait to find
 	// and report; a garbled report only costs the round trips it saved.
-	if rep, err := parseReport(rest); err != nil {
-		e.opts.Logger.Warn("nohup: start: ignoring the first report", "env", e.opts.Name, "pid", ref.PID, "err", err)
-	} else {
-		if s, done, err := p.parseState(rep.state); done && err == nil {
-			p.setStatus(s)
+	if rest != nil { // nil: the launcher failed after its ok line
+		if rep, err := parseReport(rest); err != nil {
+			e.opts.Logger.Warn("nohup: start: ignoring the first report", "env", e.opts.Name, "pid", ref.PID, "err", err)
+		} else {
+			if s, done, err := p.parseState(rep.state); done && err == nil {
+				p.setStatus(s)
+			}
+			p.first = &rep
 		}
-		p.first = &rep
 	}
 	if !spec.Detach {
 		e.mu.Lock()
