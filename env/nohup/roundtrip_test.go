@@ -2,6 +2,7 @@ package nohup_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,14 +153,7 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		e, _ := newEnvOpts(t, sh, nohup.Options{StartWait: -1})
 		ctx := testCtx(t)
 		p := start(t, e, env.Spec{Command: "read x; kill -TERM $$", Stdin: true})
-		ref, _ := p.Ref()
-		var rd struct {
-			WPID int    `json:"wpid"`
-			Dir  string `json:"dir"`
-		}
-		if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
-			t.Fatalf("ref data %s: %v", ref.Data, err)
-		}
+		rd := wrapperOf(t, p)
 		// The wrapper is a process this test started (through Start).
 		if err := syscall.Kill(rd.WPID, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
@@ -175,16 +169,7 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		if err := syscall.Kill(rd.WPID, syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			stat, err := os.ReadFile("/proc/" + strconv.Itoa(rd.WPID) + "/stat")
-			if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the resumed wrapper never ended")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitWrapperEnded(ctx, t, rd.WPID)
 		b, err := os.ReadFile(rd.Dir + "/exit")
 		if err != nil || string(b) != "signal 15\n" {
 			t.Fatalf("exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
@@ -208,14 +193,7 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 		e, _ := newEnvOpts(t, sh, nohup.Options{StartWait: -1})
 		ctx := testCtx(t)
 		p := start(t, e, env.Spec{Command: "read x; exit 7", Stdin: true})
-		ref, _ := p.Ref()
-		var rd struct {
-			WPID int    `json:"wpid"`
-			Dir  string `json:"dir"`
-		}
-		if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
-			t.Fatalf("ref data %s: %v", ref.Data, err)
-		}
+		rd := wrapperOf(t, p)
 		if err := os.WriteFile(rd.Dir+"/exit", nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -223,16 +201,7 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 			t.Fatal(err)
 		}
 		// No poll runs until the wrapper has ended: it alone sees the end.
-		for {
-			stat, err := os.ReadFile("/proc/" + strconv.Itoa(rd.WPID) + "/stat")
-			if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the wrapper never ended")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitWrapperEnded(ctx, t, rd.WPID)
 		if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
 			t.Fatalf("Wait = %v, %v; want exit 7", st, err)
 		}
@@ -241,6 +210,39 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 		}
 		_ = p.Remove(ctx)
 	})
+}
+
+// wrapperRef is what tests read from a process's Ref: its wrapper and
+// state directory.
+type wrapperRef struct {
+	WPID int    `json:"wpid"`
+	Dir  string `json:"dir"`
+}
+
+func wrapperOf(t *testing.T, p env.Process) wrapperRef {
+	t.Helper()
+	ref, _ := p.Ref()
+	var rd wrapperRef
+	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
+		t.Fatalf("ref data %s: %v", ref.Data, err)
+	}
+	return rd
+}
+
+// waitWrapperEnded waits until the wrapper wpid (a process this test
+// started, through Start) is gone or a zombie.
+func waitWrapperEnded(ctx context.Context, t *testing.T, wpid int) {
+	t.Helper()
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(wpid) + "/stat")
+		if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("wrapper %d never ended", wpid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func errorf(format string, args ...any) error {
