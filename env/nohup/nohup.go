@@ -29,8 +29,8 @@ type Env struct {
 	baseDir   string            // resolved lazily: the default needs `id -u`
 	attached  map[*process]bool // live handles of processes started without Detach
 	lastSweep time.Time
-	spares    []spare // prepared for the next starts, oldest first
-	starts    int     // Start calls so far
+	spares    []string // IDs of armed spares for the next starts, oldest first
+	starts    int      // Start calls so far
 
 	noSetsidFork atomic.Bool // the sandbox's setsid refused -f once: use `setsid setsid`
 
@@ -211,7 +211,11 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	// The next starts' directories are armed (their processes waiting)
 	// after this one's reply, by a transport that can run work then.
 	_, canArm := e.t.(LibTransport)
-	id, kind, toArm := e.takeSpare(canArm)
+	id, armed, toArm := e.takeSpare(canArm)
+	kind := ""
+	if armed {
+		kind = "armed"
+	}
 	var after strings.Builder
 	for _, a := range toArm {
 		after.WriteString(call("corral_arm", base+"/"+a, e.opts.Shell, sf))
@@ -287,22 +291,19 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 // and execs after the previous reply) has finished.
 const armedSpares = 2
 
-// spare is a state directory prepared for a later start: "armed" when a
-// resident shell was asked to arm it (see armFunc).
-type spare struct{ id, kind string }
-
-// takeSpare returns the ID for a new process's state directory (a spare
-// when there is one, with its kind) and the IDs of the spares this start
+// takeSpare returns the ID for a new process's state directory (armed: a
+// spare that a resident shell was asked to arm, see armFunc) and the IDs
+// of the spares this start
 // arms: only when the transport can, and never on the engine's first
 // start, since a one-shot engine would pay for spares it never uses.
 // Other transports get no spares: making the directory ahead would need a
 // process that outlives its call (and could outlive Close), to save one
 // mkdir on a start that costs a whole exec anyway.
-func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string) {
+func (e *Env) takeSpare(canArm bool) (id string, armed bool, toArm []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.spares) > 0 {
-		id, kind = e.spares[0].id, e.spares[0].kind
+		id, armed = e.spares[0], true
 		e.spares = e.spares[1:]
 	} else {
 		id = newHex(16)
@@ -311,12 +312,10 @@ func (e *Env) takeSpare(canArm bool) (id, kind string, toArm []string) {
 		for len(e.spares)+len(toArm) < armedSpares {
 			toArm = append(toArm, newHex(16))
 		}
-		for _, a := range toArm {
-			e.spares = append(e.spares, spare{a, "armed"})
-		}
+		e.spares = append(e.spares, toArm...)
 	}
 	e.starts++
-	return id, kind, toArm
+	return id, armed, toArm
 }
 
 // refData is Ref.Data: everything needed to find the process again.
@@ -411,8 +410,8 @@ func (e *Env) Close() error {
 		// Best effort: what an Env that is not closed leaves, the sweep
 		// removes.
 		var drop strings.Builder
-		for _, sp := range spares {
-			drop.WriteString(call("corral_dropspare", base+"/"+sp.id))
+		for _, id := range spares {
+			drop.WriteString(call("corral_dropspare", base+"/"+id))
 		}
 		if _, err := e.call(ctx, "remove spares", drop.String(), false); err != nil {
 			e.opts.Logger.Debug("nohup: close: spare directories left for the sweep", "env", e.opts.Name, "err", err)

@@ -24,32 +24,10 @@ import (
 // startResident starts ResidentScript(lib) under sh as a child process.
 func startResident(t *testing.T, sh nohuptest.Shell, lib string) *nohup.Resident {
 	t.Helper()
-	cmd := exec.Command(sh.Path, "-c", nohup.ResidentScript(lib))
-	cmd.Env = sh.Env
-	stdin, err := cmd.StdinPipe()
+	r, err := nohuptest.StartResident(sh.Path, sh.Env, lib)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	r := nohup.NewResident(lib, stdin, stdout, stderr, func() error {
-		once.Do(func() {
-			stdin.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		return nil
-	})
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
@@ -139,12 +117,11 @@ func TestResidentShellGone(t *testing.T) {
 func TestResidentPool(t *testing.T) {
 	var mu sync.Mutex
 	started := 0
-	shellPath := "/bin/sh"
 	pool := &nohup.ResidentPool{Max: 2, New: func(ctx context.Context, lib string) (*nohup.Resident, error) {
 		mu.Lock()
 		started++
 		mu.Unlock()
-		return startResident(t, nohuptest.Shell{Path: shellPath}, lib), nil
+		return startResident(t, nohuptest.Shell{Path: "/bin/sh"}, lib), nil
 	}}
 	ctx := testCtx(t)
 	for range 3 {

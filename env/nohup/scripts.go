@@ -39,6 +39,13 @@ const pstatFunc = `pstat() {
 }
 `
 
+// wstatusFunc defines wstatus W: it sets st to the exit file's line for
+// the wait status W: "signal N" or "code N".
+const wstatusFunc = `wstatus() {
+	if [ $(($1 & 127)) -ne 0 ]; then st="signal $(($1 & 127))"; else st="code $((($1 >> 8) & 255))"; fi
+}
+`
+
 // findSetsidFunc defines findsetsid: it sets ss to the absolute path of
 // setsid from PATH, with builtins only (command -v would need a fork to be
 // captured), and returns 1 when there is none.
@@ -117,11 +124,7 @@ const launchFunc = `corral_launch() {
 		if ! [ -s "$d/armed" ] && ! [ -d "$d" ] && mkdir -m 700 "$d" 2>/dev/null; then
 			kind=
 		else
-			n=0
-			while ! [ -s "$d/armed" ] && ! [ -f "$d/armfail" ] && [ -d "$d" ] && [ $n -lt 2500 ]; do
-				n=$((n+1))
-				if [ $n -gt 500 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
-			done
+			corral_armwait "$d"
 			[ -s "$d/armed" ] && read -r r <"$d/armed"
 			set -- $r
 			# All three must be there: the parent, too, stopped, or
@@ -224,6 +227,9 @@ const armFunc = `corral_arm() {
 // arming comes after the start's reply), so it claims the directory the
 // way the armer would (mkdir) and leaves it empty for the sweep, or, when
 // the armer has it, waits for the arming to finish and removes the spare.
+// corral_armwait DIR is that wait, which the launcher shares: until DIR
+// holds armed or armfail, or is gone; a brief spin, then 1ms sleeps, for
+// a few seconds at most.
 const rmSpareFunc = `corral_rmspare() {
 	[ -f "$1/spec" ] && return 0
 	if [ -p "$1/go" ]; then echo exit 1<>"$1/go"; fi
@@ -232,12 +238,15 @@ const rmSpareFunc = `corral_rmspare() {
 }
 corral_dropspare() {
 	mkdir -m 700 "$1" 2>/dev/null && return 0
+	corral_armwait "$1"
+	corral_rmspare "$1"
+}
+corral_armwait() {
 	n=0
 	while ! [ -s "$1/armed" ] && ! [ -f "$1/armfail" ] && [ -d "$1" ] && [ $n -lt 2500 ]; do
 		n=$((n+1))
 		if [ $n -gt 500 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 	done
-	corral_rmspare "$1"
 }
 `
 
@@ -286,7 +295,7 @@ corral_dropspare() {
 // on the way): nobody reads parent, holder, wrapper and armed before the
 // wrapper reports, the wrapper takes pid only once it holds both fields,
 // and for exit see stateFunc.
-var parentBody = pstatFunc + "C=" + quote(commandBody) + "\n" + `d=$1 sh=$2 ss=$3 mode=$4 si=$5
+var parentBody = pstatFunc + wstatusFunc + "C=" + quote(commandBody) + "\n" + `d=$1 sh=$2 ss=$3 mode=$4 si=$5
 set -f
 p=$$
 (
@@ -368,7 +377,7 @@ p=$$
 		if [ "$p_state" = Z ]; then
 			case $p_wstatus in
 			''|*[!0-9]*) st=lost ;;
-			*) if [ $((p_wstatus & 127)) -ne 0 ]; then st="signal $((p_wstatus & 127))"; else st="code $(((p_wstatus >> 8) & 255))"; fi ;;
+			*) wstatus "$p_wstatus" ;;
 			esac
 			break
 		fi
@@ -472,7 +481,7 @@ state() {
 			s_w=$p_wstatus r_p= r_pst=
 			[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
 			if [ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ]; then
-				if [ $((s_w & 127)) -ne 0 ]; then st="signal $((s_w & 127))"; else st="code $(((s_w >> 8) & 255))"; fi
+				wstatus "$s_w"
 				echo "$st" 1<>"$1/exit"
 				kill -CONT "$r_p" 2>/dev/null
 				return
@@ -637,7 +646,7 @@ const uidFunc = `corral_uid() { id -u; }
 // corral_parent. A call is one line naming a function with quoted
 // arguments (see call); a LibTransport loads lib once per shell it keeps,
 // other transports get lib and call in one script.
-var lib = pstatFunc + stateFunc + reportFunc + treeFunc + findSetsidFunc + detachFunc + launchFunc + armFunc +
+var lib = pstatFunc + wstatusFunc + stateFunc + reportFunc + treeFunc + findSetsidFunc + detachFunc + launchFunc + armFunc +
 	rmSpareFunc + pollFunc + waitFunc + signalFunc + survivorsFunc + closeStdinFunc + removeFunc + uidFunc +
 	"corral_parent=" + quote(parentBody) + "\n"
 

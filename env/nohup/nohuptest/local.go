@@ -73,8 +73,20 @@ func (l *Local) newResident(ctx context.Context, lib string) (*nohup.Resident, e
 	if sh == "" {
 		sh = "/bin/sh"
 	}
-	cmd := exec.Command(sh, "-c", nohup.ResidentScript(lib))
-	cmd.Env = l.Env
+	r, err := StartResident(sh, l.Env, lib)
+	if err != nil {
+		return nil, err
+	}
+	l.residents.Add(1)
+	return r, nil
+}
+
+// StartResident starts nohup.ResidentScript(lib) as Shell -c on this
+// machine, with environ (nil: os.Environ()), and returns its Resident;
+// Close kills and reaps the shell.
+func StartResident(shell string, environ []string, lib string) (*nohup.Resident, error) {
+	cmd := exec.Command(shell, "-c", nohup.ResidentScript(lib))
+	cmd.Env = environ
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -88,9 +100,8 @@ func (l *Local) newResident(ctx context.Context, lib string) (*nohup.Resident, e
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("local transport: start resident %s: %w", sh, err)
+		return nil, fmt.Errorf("local transport: start resident %s: %w", shell, err)
 	}
-	l.residents.Add(1)
 	var once sync.Once
 	closeFn := func() error {
 		once.Do(func() {
