@@ -31,8 +31,9 @@ func openPlugin(t testing.TB, target string) env.Environment {
 func TestConformanceLocalPlugin(t *testing.T) {
 	target := "localplugin://?state=" + t.TempDir()
 	envtest.Run(t, envtest.Config{
-		New: func(t *testing.T) env.Environment { return openPlugin(t, target) },
-		PTY: true,
+		SignalBaseline: envtest.LocalSignalBaseline,
+		New:            func(t *testing.T) env.Environment { return openPlugin(t, target) },
+		PTY:            true,
 	})
 }
 

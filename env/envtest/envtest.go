@@ -85,6 +85,12 @@ type Config struct {
 	// Waits end as soon as their event happens; the bound only turns a hang
 	// into a failure.
 	Timeout time.Duration
+
+	// SignalBaseline returns the ignored and blocked signals of a plain
+	// `sh -c` started by the test itself, the most a command may inherit
+	// (see LocalSignalBaseline). Nil means none: a command must start with
+	// every disposition at its default and nothing blocked.
+	SignalBaseline func(t *testing.T) SignalMasks
 }
 
 // DefaultTimeout is the bound of every wait when Config.Timeout is zero.
@@ -131,6 +137,8 @@ var groups = []group{
 	{"Stdin", stdinCases},
 	{"Spec", specCases},
 	{"Tree", treeCases},
+	{"Signals", signalCases},
+	{"Leftovers", leftoverCases},
 	{"Lifecycle", lifecycleCases},
 	{"Reattach", reattachCases},
 	{"PTY", ptyCases},

@@ -16,6 +16,7 @@ func TestSuiteOnLocal(t *testing.T) {
 	// Environment to see what the first one started.
 	stateDir := t.TempDir()
 	envtest.Run(t, envtest.Config{
+		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			e, err := local.New(local.Options{StateDir: stateDir})
 			if err != nil {

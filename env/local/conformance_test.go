@@ -25,8 +25,9 @@ func TestConformance(t *testing.T) {
 	// from a second Environment.
 	stateDir := t.TempDir()
 	envtest.Run(t, envtest.Config{
-		New: func(t *testing.T) env.Environment { return newTestEnvIn(t, stateDir, false) },
-		PTY: true,
+		SignalBaseline: envtest.LocalSignalBaseline,
+		New:            func(t *testing.T) env.Environment { return newTestEnvIn(t, stateDir, false) },
+		PTY:            true,
 	})
 }
 
@@ -35,7 +36,8 @@ func TestConformance(t *testing.T) {
 func TestConformanceNoCgroup(t *testing.T) {
 	stateDir := t.TempDir()
 	envtest.Run(t, envtest.Config{
-		New: func(t *testing.T) env.Environment { return newTestEnvIn(t, stateDir, true) },
-		PTY: true,
+		SignalBaseline: envtest.LocalSignalBaseline,
+		New:            func(t *testing.T) env.Environment { return newTestEnvIn(t, stateDir, true) },
+		PTY:            true,
 	})
 }

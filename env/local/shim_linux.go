@@ -131,7 +131,11 @@ func runShim(dir string, ready *os.File) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("become subreaper: %w", err))
 	}
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	// The shim must outlive a hangup, an INT and a broken pipe, but the
+	// command must start with default dispositions: SIG_IGN would pass
+	// through exec to it (traps would never fire, `yes | head` would
+	// complain), while a caught signal is reset to SIG_DFL by exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 
 	logf, err := os.OpenFile(filepath.Join(dir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

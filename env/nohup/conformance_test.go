@@ -44,6 +44,7 @@ func TestConformanceResident(t *testing.T) {
 
 func conformance(t *testing.T, sh nohuptest.Shell, base string, tr *nohuptest.Local) {
 	envtest.Run(t, envtest.Config{
+		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: base, Shell: sh.Path})
 			if err != nil {
