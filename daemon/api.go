@@ -35,6 +35,8 @@ type KillRequest struct {
 	Signal env.Signal `json:"signal,omitempty"`
 	Grace  string     `json:"grace,omitempty"`
 	Force  bool       `json:"force,omitempty"`
+	// NoEscalate: signal and wait up to Grace, never SIGKILL.
+	NoEscalate bool `json:"no_escalate,omitempty"`
 }
 
 // KillAllRequest is the body of POST /v1/kill.
@@ -42,6 +44,8 @@ type KillAllRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	Signal env.Signal        `json:"signal,omitempty"`
 	Grace  string            `json:"grace,omitempty"`
+	// NoEscalate: signal and wait up to Grace, never SIGKILL.
+	NoEscalate bool `json:"no_escalate,omitempty"`
 }
 
 // StdinRequest is the body of POST /v1/processes/{id}/stdin: Data is

@@ -277,9 +277,21 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values, on func(
 // Wait waits for the process to end, or timeout (0: no limit): then
 // TimedOut is set and the process still runs.
 func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (WaitResponse, error) {
+	return c.wait(ctx, id, timeout, false)
+}
+
+// WaitTree is Wait until nothing of the process's tree is left either.
+func (c *Client) WaitTree(ctx context.Context, id string, timeout time.Duration) (WaitResponse, error) {
+	return c.wait(ctx, id, timeout, true)
+}
+
+func (c *Client) wait(ctx context.Context, id string, timeout time.Duration, tree bool) (WaitResponse, error) {
 	q := url.Values{}
 	if timeout > 0 {
 		q.Set("timeout", timeout.String())
+	}
+	if tree {
+		q.Set("tree", "1")
 	}
 	var wr WaitResponse
 	err := c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/wait", q, struct{}{}, &wr)
@@ -320,12 +332,17 @@ func (c *Client) Send(ctx context.Context, id string, data []byte, eof bool) err
 	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/stdin", nil, StdinRequest{Data: data, EOF: eof}, nil)
 }
 
-// Remove forgets a finished process.
-func (c *Client) Remove(ctx context.Context, id string) (string, error) {
+// Remove forgets a finished process. With force, whatever of its tree
+// still runs is killed first.
+func (c *Client) Remove(ctx context.Context, id string, force bool) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
-	err := c.do(ctx, http.MethodDelete, "/processes/"+url.PathEscape(id), nil, nil, &out)
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"1"}}
+	}
+	err := c.do(ctx, http.MethodDelete, "/processes/"+url.PathEscape(id), q, nil, &out)
 	return out.ID, err
 }
 

@@ -144,7 +144,7 @@ func TestLifecycle(t *testing.T) {
 	if out.String() != want.String() || fin.State != registry.StateExited {
 		t.Fatalf("followed %d bytes (want %d), final %s", out.Len(), want.Len(), fin.State)
 	}
-	if _, err := c.Remove(ctx, in.ID); err != nil {
+	if _, err := c.Remove(ctx, in.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(ctx, in.ID); !errors.Is(err, registry.ErrNotFound) {

@@ -204,13 +204,33 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, in)
 }
 
+// boolParam reads an optional boolean query parameter ("1", "true", …).
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q: give 1 or 0", registry.ErrInvalidOptions, name, v)
+	}
+	return b, nil
+}
+
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 	id, err := s.reg.Resolve(r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	if err := s.reg.Remove(r.Context(), id); err != nil {
+	remove := s.reg.Remove
+	if force, err := boolParam(r, "force"); err != nil {
+		s.fail(w, err)
+		return
+	} else if force {
+		remove = s.reg.RemoveForce
+	}
+	if err := remove(context.WithoutCancel(r.Context()), id); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -292,9 +312,16 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
+	wait := s.reg.Wait
+	if tree, err := boolParam(r, "tree"); err != nil {
+		s.fail(w, err)
+		return
+	} else if tree {
+		wait = s.reg.WaitTree
+	}
 	ctx, cancel := mergeDone(r.Context(), s.ctx)
 	defer cancel()
-	in, err := s.reg.Wait(ctx, r.PathValue("id"), timeout)
+	in, err := wait(ctx, r.PathValue("id"), timeout)
 	switch {
 	case errors.Is(err, registry.ErrWaitTimeout):
 		writeJSON(w, http.StatusOK, WaitResponse{Info: in, TimedOut: true})
@@ -321,7 +348,7 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 	// A kill runs to its end even if the client goes away: half a kill
 	// (TERM sent, no escalation) would leave the tree behind.
 	ctx := context.WithoutCancel(r.Context())
-	res, err := s.reg.Kill(ctx, r.PathValue("id"), registry.KillOptions{Signal: req.Signal, Grace: grace, Force: req.Force})
+	res, err := s.reg.Kill(ctx, r.PathValue("id"), registry.KillOptions{Signal: req.Signal, Grace: grace, Force: req.Force, NoEscalate: req.NoEscalate})
 	if err != nil && res.ID == "" {
 		s.fail(w, err)
 		return
@@ -348,7 +375,7 @@ func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: grace})
+	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: grace, NoEscalate: req.NoEscalate})
 	if err != nil && res == nil {
 		s.fail(w, err)
 		return

@@ -37,6 +37,8 @@ type ProcessInput struct {
 	Limit   int       `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
 	Signal  string    `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, KILL, or a number; SIGKILL follows after grace."`
 	Grace   *Duration `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
+	Force   *bool     `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
+	Tree    bool      `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
 }
 
 // ListResult is the result of action list.
@@ -129,7 +131,11 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 			timeout = min(in.Timeout.D, MaxWaitTimeout)
 		}
 		waitTimedOut := false
-		if _, err = s.reg.Wait(ctx, in.ID, max(timeout, time.Millisecond)); errors.Is(err, registry.ErrWaitTimeout) {
+		wait := s.reg.Wait
+		if in.Tree {
+			wait = s.reg.WaitTree
+		}
+		if _, err = wait(ctx, in.ID, max(timeout, time.Millisecond)); errors.Is(err, registry.ErrWaitTimeout) {
 			waitTimedOut, err = true, nil
 		}
 		if err == nil {
@@ -234,6 +240,7 @@ func (s *Server) kill(ctx context.Context, in ProcessInput) (registry.KillResult
 	if in.Grace != nil {
 		opts.Grace = in.Grace.D
 	}
+	opts.NoEscalate = in.Force != nil && !*in.Force
 	return s.reg.Kill(ctx, in.ID, opts)
 }
 

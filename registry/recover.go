@@ -184,6 +184,9 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
 		started:    make(chan struct{}),
 		done:       make(chan struct{}),
+		treeDone:   make(chan struct{}),
+		treeKick:   make(chan struct{}, 1),
+		replay:     rec.Ref != nil, // detached output is replayable
 		state:      rec.State,
 		startedAt:  rec.StartedAt,
 		endedTime:  rec.EndedAt,
@@ -196,6 +199,8 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		killReason: rec.KillReason,
 	}
 	p.cond.L = &p.mu
+	p.treeLive.Store(true)
+	p.leftover = rec.Leftover
 	p.watchDisabled.Store(rec.WatchDisabled)
 	if !rec.State.Final() && !rec.WatchDisabled {
 		// Invalid patterns cannot be in a record written by New's
@@ -281,10 +286,14 @@ func (r *Registry) attach(ctx context.Context, rec checkpointRecord) (env.Proces
 // restoreFinished keeps a finished process's recorded state and reads its
 // output back from the sandbox, when the sandbox still holds it.
 func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointRecord) {
+	follow := false
 	defer func() {
 		p.endedAt.Store(p.endedTime.UnixNano())
 		close(p.started)
 		close(p.done)
+		if !follow {
+			p.treeGone()
+		}
 	}()
 	if p.endedTime.IsZero() {
 		p.endedTime = r.clock.Now()
@@ -298,6 +307,21 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 		return
 	}
 	p.handle = h // kept so that pruning or Remove deletes the sandbox state
+	if rec.TreeRunning {
+		// The leader had left part of its tree running: keep following
+		// it, as the supervisor before the restart did.
+		r.mu.Lock()
+		if !r.closed {
+			follow = true
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				<-p.done // the buffer is refilled first
+				p.followTree(r.ctx, h)
+			}()
+		}
+		r.mu.Unlock()
+	}
 	rctx, cancel := context.WithTimeout(ctx, recoverRefillTimeout)
 	defer cancel()
 	rd, err := h.Output(rctx, 0)
@@ -326,6 +350,7 @@ func (p *proc) markLost(err error) {
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)
+	p.treeGone()
 	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
 	p.r.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
 		Summary: fmt.Sprintf("%s lost: %v", p.id, err)})

@@ -238,12 +238,18 @@ type proc struct {
 	buf       *Buffer
 	watch     *watcher // nil without patterns; used by the copier only
 
-	started chan struct{} // closed once running or failed
-	done    chan struct{} // closed once the final state is recorded
+	started  chan struct{} // closed once running or failed
+	done     chan struct{} // closed once the final state is recorded
+	treeDone chan struct{} // closed once done and nothing of the tree is left
+	treeKick chan struct{} // (1) wakes followTree after a signal
+	// replay: the handle's Output can be re-opened from any offset after
+	// the exit, so what leftovers write can still be collected.
+	replay bool
 
 	lastOutput    atomic.Int64 // unix nanos of the last output (or start)
 	endedAt       atomic.Int64 // unix nanos of the final state, 0 before
 	finalSeen     atomic.Bool  // a caller received the final result
+	treeLive      atomic.Bool  // the tree may still run: treeDone not closed
 	watchDisabled atomic.Bool
 
 	teeMu sync.Mutex
@@ -266,6 +272,7 @@ type proc struct {
 	reader     io.ReadCloser
 	killReason State // StateKilled or StateTimedOut once our signal was delivered
 	signalling int   // our signals in flight
+	leftover   int   // processes of the tree alive after the leader exited
 }
 
 func (p *proc) info() Info {
@@ -294,6 +301,8 @@ func (p *proc) infoLocked() Info {
 		Reason:        p.reason,
 		TimedOut:      p.timedOut,
 		WatchDisabled: p.watchDisabled.Load(),
+		Leftover:      p.leftover,
+		TreeRunning:   p.treeLive.Load(),
 	}
 	if p.status != nil {
 		st := *p.status
@@ -385,7 +394,7 @@ func (r *Registry) Get(idOrPrefix string) (Info, error) {
 
 func (r *Registry) expired(p *proc, now time.Time) bool {
 	e := p.endedAt.Load()
-	return e != 0 && now.Sub(time.Unix(0, e)) >= r.cfg.FinishedTTL
+	return e != 0 && !p.treeLive.Load() && now.Sub(time.Unix(0, e)) >= r.cfg.FinishedTTL
 }
 
 func (r *Registry) pruneExpiredLocked(now time.Time) []*proc {
@@ -430,7 +439,7 @@ func (r *Registry) register(p *proc) error {
 	if len(r.procs) >= r.cfg.MaxProcesses {
 		var oldest *proc
 		for _, q := range r.procs {
-			if e := q.endedAt.Load(); e != 0 && (oldest == nil || e < oldest.endedAt.Load()) {
+			if e := q.endedAt.Load(); e != 0 && !q.treeLive.Load() && (oldest == nil || e < oldest.endedAt.Load()) {
 				oldest = q
 			}
 		}
@@ -508,10 +517,13 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		watch:     w,
 		started:   make(chan struct{}),
 		done:      make(chan struct{}),
+		treeDone:  make(chan struct{}),
+		treeKick:  make(chan struct{}, 1),
 		state:     StateStarting,
 		tee:       tee,
 	}
 	p.cond.L = &p.mu
+	p.treeLive.Store(true)
 	if err := r.register(p); err != nil {
 		return nil, err
 	}
@@ -522,9 +534,11 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		p.fail(err)
 		return p, err
 	}
-	if detach && e.Capabilities().Reattach && spec.PTY == nil {
+	caps := e.Capabilities()
+	if detach && caps.Reattach && spec.PTY == nil {
 		spec.Detach = true
 	}
+	p.replay = caps.ReplayOutput || spec.Detach
 	h, err := e.Start(ctx, spec)
 	if err != nil {
 		err = fmt.Errorf("registry: start %s on %q: %w", p.id, opts.Backend, err)
@@ -574,6 +588,7 @@ func (p *proc) fail(err error) {
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)
+	p.treeGone()
 	p.r.stateChanged()
 	p.r.log.Debug("start failed", "id", p.id, "err", err)
 }
@@ -620,6 +635,97 @@ func (p *proc) monitor() {
 		}
 	}
 	p.finish(st, lost)
+	if lost != nil {
+		p.treeGone()
+		return
+	}
+	p.followTree(ctx, h)
+}
+
+// followTree watches what the leader left running after its exit (`cmd
+// &`, a server that daemonised): it counts it (Info.Leftover), collects
+// the output it writes where the backend can replay output, and closes
+// treeDone once nothing of the tree is left. It polls Survivors, fast at
+// first and then once a second; a signal of ours wakes it at once.
+func (p *proc) followTree(ctx context.Context, h env.Process) {
+	defer p.treeGone()
+	delay := 10 * time.Millisecond
+	for {
+		surv, err := h.Survivors(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, env.ErrReleased) {
+				p.r.log.Warn("cannot follow the tree after its leader exited", "id", p.id, "err", err)
+			}
+			return
+		}
+		if p.setLeftover(len(surv)) {
+			p.r.stateChanged()
+		}
+		if p.replay {
+			p.catchUp(ctx, h)
+		}
+		if len(surv) == 0 {
+			return
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+			delay = min(2*delay, time.Second)
+		case <-p.treeKick:
+			t.Stop()
+			delay = 10 * time.Millisecond
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// setLeftover records n leftover processes and reports a change.
+func (p *proc) setLeftover(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := p.leftover != n
+	p.leftover = n
+	return changed
+}
+
+// catchUp copies what the tree wrote since the buffer's end: a stream
+// re-opened after the exit ends at the output written so far.
+func (p *proc) catchUp(ctx context.Context, h env.Process) {
+	rd, err := h.Output(ctx, p.buf.Total())
+	if err != nil {
+		p.r.log.Debug("re-open output after the exit", "id", p.id, "err", err)
+		return
+	}
+	defer rd.Close()
+	if err := p.copyOutput(rd); err != nil && ctx.Err() == nil {
+		p.r.log.Debug("output after the exit", "id", p.id, "err", err)
+	}
+}
+
+// treeGone records that nothing of the tree is left (or that nobody can
+// know any more). Idempotent.
+func (p *proc) treeGone() {
+	if !p.treeLive.CompareAndSwap(true, false) {
+		return
+	}
+	p.mu.Lock()
+	changed := p.leftover != 0
+	p.leftover = 0
+	p.mu.Unlock()
+	close(p.treeDone)
+	if changed {
+		p.r.stateChanged()
+	}
+}
+
+// kickTree makes followTree look again now.
+func (p *proc) kickTree() {
+	select {
+	case p.treeKick <- struct{}{}:
+	default:
+	}
 }
 
 func (p *proc) copyOutput(rd io.Reader) error {
@@ -749,10 +855,26 @@ func (r *Registry) Poll(ctx context.Context, id string, since int64) (PollResult
 // Wait blocks until the process reaches a final state and returns its
 // Info. timeout 0 waits until ctx is done. When the timeout elapses first
 // the error matches ErrWaitTimeout and the Info is the current snapshot.
+// It returns when the leader exits, even if the leader left part of its
+// tree running (Info.Leftover); WaitTree waits for that too.
 func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (Info, error) {
+	return r.wait(ctx, id, timeout, false)
+}
+
+// WaitTree is Wait until the leader exited and nothing of its tree is
+// left: a daemonised server, a `cmd &` the command did not wait for.
+func (r *Registry) WaitTree(ctx context.Context, id string, timeout time.Duration) (Info, error) {
+	return r.wait(ctx, id, timeout, true)
+}
+
+func (r *Registry) wait(ctx context.Context, id string, timeout time.Duration, tree bool) (Info, error) {
 	p, err := r.lookup(id)
 	if err != nil {
 		return Info{}, err
+	}
+	done, what := p.done, "still"
+	if tree {
+		done, what = p.treeDone, "or its tree still"
 	}
 	var timer <-chan time.Time
 	if timeout > 0 {
@@ -763,11 +885,12 @@ func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (
 		return Info{}, fmt.Errorf("%w: negative wait timeout %s", ErrInvalidOptions, timeout)
 	}
 	select {
-	case <-p.done:
+	case <-done:
 		p.finalSeen.Store(true)
 		return p.info(), nil
 	case <-timer:
-		return p.info(), fmt.Errorf("%w: %s still %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, p.info().State, timeout)
+		in := p.info()
+		return in, fmt.Errorf("%w: %s %s %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, what, runningWords(in), timeout)
 	case <-ctx.Done():
 		return p.info(), ctx.Err()
 	case <-r.ctx.Done():
@@ -775,14 +898,26 @@ func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (
 	}
 }
 
+// runningWords says what still runs of a process, for messages: its
+// state, or how many processes its exited leader left running.
+func runningWords(in Info) string {
+	if in.State.Final() && in.TreeRunning {
+		return fmt.Sprintf("running (%s, %d left running)", in.State, in.Leftover)
+	}
+	return string(in.State)
+}
+
 // Kill ends the process's tree: opts.Signal (default TERM; KILL when
-// Force), then SIGKILL if it is still alive after the grace period (default
-// Config.DefaultGrace), then verification through Process.Survivors. The
-// process's final state is killed, whatever status it reports.
+// Force), then SIGKILL to whatever of the tree is still alive after the
+// grace period (default Config.DefaultGrace), then verification through
+// Process.Survivors. The process's final state is killed, whatever status
+// it reports. With NoEscalate there is no SIGKILL: Kill waits up to the
+// grace and reports whether the tree ended (KillResult.StillRunning).
 //
-// Kills of one process are serialised: a Kill that finds the process
+// Kills of one process are serialised. A Kill that finds the leader
 // already finished — on its own, or by an earlier Kill — reports
-// AlreadyExited with the real status and sends nothing.
+// AlreadyExited with the real status; what the leader left running is
+// still signalled the same way, and counted in Ended.
 func (r *Registry) Kill(ctx context.Context, id string, opts KillOptions) (KillResult, error) {
 	p, err := r.lookup(id)
 	if err != nil {
@@ -793,9 +928,12 @@ func (r *Registry) Kill(ctx context.Context, id string, opts KillOptions) (KillR
 		return KillResult{}, err
 	}
 	if opts.Force {
+		if opts.NoEscalate {
+			return KillResult{}, fmt.Errorf("%w: force and no-escalate contradict each other: force sends SIGKILL at once", ErrInvalidOptions)
+		}
 		sig = env.SIGKILL
 	}
-	return p.kill(ctx, sig, grace, StateKilled, "")
+	return p.kill(ctx, killPlan{sig: sig, grace: grace, escalate: !opts.NoEscalate, reason: StateKilled})
 }
 
 func (r *Registry) killParams(sig env.Signal, grace time.Duration) (env.Signal, time.Duration, error) {
@@ -814,7 +952,20 @@ func (r *Registry) killParams(sig env.Signal, grace time.Duration) (env.Signal, 
 	return sig, grace, nil
 }
 
-func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, reason State, timedOut string) (KillResult, error) {
+// killPlan is one kill procedure: the first signal, the grace before
+// SIGKILL (or, without escalate, before giving up), and the final state to
+// record when the kill ends the leader.
+type killPlan struct {
+	sig      env.Signal
+	grace    time.Duration
+	escalate bool
+	reason   State  // StateKilled or StateTimedOut
+	timedOut string // with StateTimedOut: which timeout
+}
+
+// kill runs plan against p's whole tree: the leader while it runs, and
+// what it left running after it exited.
+func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 	res := KillResult{ID: p.id}
 	select {
 	case <-p.started:
@@ -825,48 +976,69 @@ func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, re
 	defer p.killMu.Unlock()
 
 	p.mu.Lock()
-	if p.state.Final() {
-		res.AlreadyExited, res.State, res.Status = true, p.state, copyStatus(p.status)
-		p.mu.Unlock()
-		return res, nil
-	}
 	h := p.handle
-	p.signalling++
+	leaderDone := p.state.Final()
+	if leaderDone {
+		res.AlreadyExited, res.State, res.Status = true, p.state, copyStatus(p.status)
+		if h == nil || !p.treeLive.Load() {
+			p.mu.Unlock()
+			return res, nil
+		}
+	} else {
+		p.signalling++
+	}
 	p.mu.Unlock()
-	err := h.Signal(ctx, sig)
-	p.mu.Lock()
-	p.signalling--
-	if err == nil && p.killReason == "" {
-		p.killReason, p.timedOut = reason, timedOut
-	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	if err == nil {
-		p.r.stateChanged()
-	}
-	if errors.Is(err, env.ErrExited) {
-		// It ended on its own before the signal got there.
-		p.awaitDone(ctx)
-		in := p.info()
-		res.AlreadyExited, res.State, res.Status = true, in.State, in.Status
-		return res, nil
-	}
-	if err != nil {
-		return res, fmt.Errorf("registry: kill %s: send %s: %w", p.id, sig, err)
-	}
-	res.Signal = sig
-	p.r.log.Debug("signalled", "id", p.id, "signal", sig)
 
-	if sig != env.SIGKILL && !waitTreeGone(ctx, h, grace) {
+	// Counted before the signal, so that Ended covers everything the kill
+	// ends; a backend that cannot tell yields 0 and a lower bound.
+	before, _ := h.Survivors(ctx)
+	err := h.Signal(ctx, plan.sig)
+	if !leaderDone {
+		p.mu.Lock()
+		p.signalling--
+		if err == nil && p.killReason == "" {
+			p.killReason, p.timedOut = plan.reason, plan.timedOut
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		if err == nil {
+			p.r.stateChanged()
+		}
+	}
+	defer p.kickTree()
+	if errors.Is(err, env.ErrExited) {
+		// The leader ended before the signal got there (or had ended);
+		// the signal still went to what it left running.
+		if !leaderDone {
+			p.awaitDone(ctx)
+			in := p.info()
+			res.AlreadyExited, res.State, res.Status = true, in.State, in.Status
+		}
+		if len(before) == 0 {
+			return res, nil
+		}
+	} else if err != nil {
+		return res, fmt.Errorf("registry: kill %s: send %s: %w", p.id, plan.sig, err)
+	}
+	res.Signal = plan.sig
+	p.r.log.Debug("signalled", "id", p.id, "signal", plan.sig, "processes", len(before))
+
+	if plan.sig != env.SIGKILL && !waitTreeGone(ctx, h, plan.grace) {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("registry: kill %s: %w", p.id, ctx.Err())
 		}
+		if !plan.escalate {
+			return p.leftRunning(ctx, h, res, before)
+		}
+		// The leader may have died of the first signal while others
+		// ignored it: SIGKILL then reaches them with ErrExited, and it is
+		// an escalation all the same.
 		switch err := h.Signal(ctx, env.SIGKILL); {
-		case err == nil:
+		case err == nil || errors.Is(err, env.ErrExited):
 			res.Escalated = true
-			p.r.log.Debug("escalated to SIGKILL", "id", p.id, "grace", grace)
-		case !errors.Is(err, env.ErrExited):
-			return res, fmt.Errorf("registry: kill %s: send KILL after %s grace: %w", p.id, grace, err)
+			p.r.log.Debug("escalated to SIGKILL", "id", p.id, "grace", plan.grace)
+		default:
+			return res, fmt.Errorf("registry: kill %s: send KILL after %s grace: %w", p.id, plan.grace, err)
 		}
 	}
 	waitExit(ctx, h, killExitWait)
@@ -874,14 +1046,38 @@ func (p *proc) kill(ctx context.Context, sig env.Signal, grace time.Duration, re
 	// Verify: nothing of the tree may be left, escapees included.
 	survivors, err := p.verify(ctx, h, &res)
 	res.Survivors = survivors
+	res.Ended = max(0, len(before)-len(survivors))
 	if err != nil {
 		p.r.log.Warn("kill verification failed", "id", p.id, "err", err)
 	}
 	p.awaitDone(ctx)
-	in := p.info()
-	res.State, res.Status = in.State, in.Status
+	if !res.AlreadyExited {
+		in := p.info()
+		res.State, res.Status = in.State, in.Status
+	}
 	if len(res.Survivors) > 0 {
 		return res, fmt.Errorf("registry: kill %s: %d processes of the tree survived: %v", p.id, len(res.Survivors), res.Survivors)
+	}
+	return res, nil
+}
+
+// leftRunning finishes a kill without escalation whose grace passed with
+// part of the tree alive. A leader that is still running was only
+// signalled, not killed: should it exit later, that is its own exit.
+func (p *proc) leftRunning(ctx context.Context, h env.Process, res KillResult, before []int) (KillResult, error) {
+	res.StillRunning = true
+	p.mu.Lock()
+	if !p.state.Final() {
+		p.killReason, p.timedOut = "", ""
+	}
+	in := p.infoLocked()
+	p.mu.Unlock()
+	p.r.stateChanged()
+	if !res.AlreadyExited {
+		res.State, res.Status = in.State, in.Status
+	}
+	if now, err := h.Survivors(ctx); err == nil {
+		res.Ended = max(0, len(before)-len(now))
 	}
 	return res, nil
 }
@@ -896,7 +1092,7 @@ func (p *proc) verify(ctx context.Context, h env.Process, res *KillResult) ([]in
 		}
 		killed = true
 		if err := h.Signal(ctx, env.SIGKILL); err == nil || errors.Is(err, env.ErrExited) {
-			res.Escalated = err == nil
+			res.Escalated = true
 		}
 	})
 }
@@ -985,13 +1181,15 @@ func (r *Registry) KillAll(ctx context.Context, opts KillAllOptions) ([]KillResu
 	if err != nil {
 		return nil, err
 	}
+	// selectProcs's default selection: running, or exited with part of
+	// the tree still running.
 	targets := r.selectProcs(ListOptions{Labels: opts.Labels})
 	results := make([]KillResult, len(targets))
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, p := range targets {
 		wg.Go(func() {
-			results[i], errs[i] = p.kill(ctx, sig, grace, StateKilled, "")
+			results[i], errs[i] = p.kill(ctx, killPlan{sig: sig, grace: grace, escalate: !opts.NoEscalate, reason: StateKilled})
 			results[i].ID = p.id
 		})
 	}
@@ -1005,7 +1203,7 @@ func (r *Registry) List(opts ListOptions) []Info {
 	out := make([]Info, 0, len(procs))
 	for _, p := range procs {
 		in := p.info()
-		if matchState(in.State, opts) {
+		if matchState(in, opts) {
 			out = append(out, in)
 		}
 	}
@@ -1029,7 +1227,7 @@ func (r *Registry) selectProcs(opts ListOptions) []*proc {
 		if !hasLabels(p.opts.Labels, opts.Labels) {
 			continue
 		}
-		if len(opts.States) == 0 && !opts.All && p.endedAt.Load() != 0 {
+		if len(opts.States) == 0 && !opts.All && p.endedAt.Load() != 0 && !p.treeLive.Load() {
 			continue
 		}
 		procs = append(procs, p)
@@ -1042,11 +1240,13 @@ func (r *Registry) selectProcs(opts ListOptions) []*proc {
 	return procs
 }
 
-func matchState(s State, opts ListOptions) bool {
+// matchState: the states asked for, else every process that has something
+// running (the leader, or what it left running), or every one with All.
+func matchState(in Info, opts ListOptions) bool {
 	if len(opts.States) > 0 {
-		return slices.Contains(opts.States, s)
+		return slices.Contains(opts.States, in.State)
 	}
-	return opts.All || !s.Final()
+	return opts.All || !in.State.Final() || in.TreeRunning
 }
 
 func hasLabels(have, want map[string]string) bool {
@@ -1056,6 +1256,28 @@ func hasLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// RemoveForce is Remove after killing (SIGKILL, whole tree) whatever of
+// the process still runs: the leader, or what it left running.
+func (r *Registry) RemoveForce(ctx context.Context, id string) error {
+	p, err := r.lookup(id)
+	if err != nil {
+		return err
+	}
+	if p.endedAt.Load() == 0 || p.treeLive.Load() {
+		if _, err := p.kill(ctx, killPlan{sig: env.SIGKILL, escalate: true, reason: StateKilled}); err != nil {
+			return fmt.Errorf("registry: remove %s: %w", p.id, err)
+		}
+		select {
+		case <-p.treeDone:
+		case <-ctx.Done():
+			return fmt.Errorf("registry: remove %s: waiting for its tree to end: %w", p.id, ctx.Err())
+		case <-r.ctx.Done():
+			return fmt.Errorf("registry: remove %s: %w", p.id, ErrClosed)
+		}
+	}
+	return r.Remove(ctx, p.id)
 }
 
 // Remove forgets a finished process and deletes its state (output, exit
@@ -1068,6 +1290,11 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	}
 	if p.endedAt.Load() == 0 {
 		return fmt.Errorf("%w: %s is %s: kill it first (corral kill %s)", ErrRunning, p.id, p.info().State, p.id)
+	}
+	if p.treeLive.Load() {
+		in := p.info()
+		return fmt.Errorf("%w: %s %s, but %d processes of its tree still run: kill them first (corral kill %s), or remove with force",
+			ErrRunning, p.id, in.State, in.Leftover, p.id)
 	}
 	r.mu.Lock()
 	if r.procs[p.id] == p {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry/ansi"
 )
 
@@ -84,10 +85,11 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 			kind = TimedOutIdle
 		case <-ctx.Done():
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+killAfterCancel)
-			_, kerr := p.kill(kctx, "TERM", grace, StateKilled, "")
+			kres, kerr := p.kill(kctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateKilled})
 			p.awaitDone(kctx)
 			cancel()
 			res := r.result(p)
+			res.Kill = &kres
 			if kerr != nil {
 				return res, fmt.Errorf("registry: run %s: %w (and the kill failed: %v)", p.id, ctx.Err(), kerr)
 			}
@@ -98,10 +100,11 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		// A timeout fired.
 		r.log.Debug("run timed out", "id", p.id, "kind", kind)
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+killAfterCancel)
-		_, kerr := p.kill(kctx, "TERM", grace, StateTimedOut, kind)
+		kres, kerr := p.kill(kctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateTimedOut, timedOut: kind})
 		p.awaitDone(kctx)
 		cancel()
 		res := r.result(p)
+		res.Kill = &kres
 		if kerr != nil {
 			return res, fmt.Errorf("registry: run %s: %s fired: %w", p.id, kind, kerr)
 		}

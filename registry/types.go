@@ -157,6 +157,15 @@ type Info struct {
 	// WatchDisabled: the process's watch patterns matched too often and
 	// were switched off.
 	WatchDisabled bool `json:"watch_disabled,omitempty"`
+	// Leftover counts the processes of the tree still running after the
+	// leader exited (`cmd &`, a dev server that daemonises). While it is
+	// above zero the process is not done: TreeRunning is set, Kill ends
+	// them, Remove refuses and the process is never pruned.
+	Leftover int `json:"leftover,omitempty"`
+	// TreeRunning: some process of the tree may still run. True while the
+	// process runs, and after the leader's exit until its tree was seen
+	// empty.
+	TreeRunning bool `json:"tree_running,omitempty"`
 }
 
 // StartOptions describes a process to start.
@@ -217,6 +226,9 @@ type RunResult struct {
 	// Yielded: YieldAfter elapsed first; the process keeps running in the
 	// background and Info.ID names it.
 	Yielded bool `json:"yielded,omitempty"`
+	// Kill is how the tree was ended when a timeout fired or the context
+	// was cancelled; nil otherwise.
+	Kill *KillResult `json:"kill,omitempty"`
 }
 
 // PollResult is a process's state and its output since a byte cursor.
@@ -272,6 +284,12 @@ type KillOptions struct {
 	Grace time.Duration
 	// Force sends SIGKILL at once.
 	Force bool
+	// NoEscalate signals the tree and waits up to the grace period for it
+	// to end, but never sends SIGKILL: a HUP that reloads a server, an
+	// INT that may take longer than the grace. KillResult.StillRunning
+	// says whether the tree outlived the grace. It cannot be combined
+	// with Force.
+	NoEscalate bool
 }
 
 // KillResult reports how a kill went.
@@ -280,11 +298,20 @@ type KillResult struct {
 	// Signal is the first signal sent ("" when the process had already
 	// exited).
 	Signal env.Signal `json:"signal,omitempty"`
-	// Escalated: SIGKILL was needed after the grace period.
+	// Escalated: SIGKILL was sent to some process of the tree after the
+	// first signal (which was not KILL) left it running past the grace
+	// period — even when the leader itself had died of the first signal.
 	Escalated bool `json:"escalated,omitempty"`
-	// AlreadyExited: the process had finished before this Kill signalled
+	// Ended counts the processes of the tree that were alive when the
+	// kill began and are gone when it returns: the leader and whatever
+	// it left running.
+	Ended int `json:"ended"`
+	// StillRunning: with NoEscalate, some of the tree outlived the grace
+	// period and was left running.
+	StillRunning bool `json:"still_running,omitempty"`
+	// AlreadyExited: the leader had finished before this Kill signalled
 	// it (on its own, or through a concurrent Kill); Status is its real
-	// status.
+	// status. What it left running is still signalled (Ended counts it).
 	AlreadyExited bool            `json:"already_exited,omitempty"`
 	Status        *env.ExitStatus `json:"status,omitempty"`
 	// Survivors lists PIDs of the tree still alive after the kill was
@@ -308,9 +335,11 @@ type ListOptions struct {
 
 // KillAllOptions chooses which processes KillAll ends and how.
 type KillAllOptions struct {
-	// Labels selects running processes carrying all these labels; empty
-	// selects every running process.
-	Labels map[string]string
-	Signal env.Signal
-	Grace  time.Duration
+	// Labels selects processes carrying all these labels; empty selects
+	// every process. Selected are those running and those whose leader
+	// exited with part of its tree still running.
+	Labels     map[string]string
+	Signal     env.Signal
+	Grace      time.Duration
+	NoEscalate bool
 }

@@ -18,16 +18,24 @@ func newKillCommand(stdout, stderr io.Writer) *cobra.Command {
 		sigName string
 		grace   time.Duration
 		force   bool
+		noEsc   bool
 		all     bool
 		labels  []string
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "kill [-s SIG] [--grace DUR] [--force] ID... | kill --all [--label k=v]",
+		Use:   "kill [-s SIG] [--grace DUR] [--force | --no-escalate] ID... | kill --all [--label k=v]",
 		Short: "Kill background process trees (SIG, grace period, SIGKILL, verified)",
 		Long: `Kill each process's whole tree: send SIG (default TERM), wait --grace for it to
-exit, then SIGKILL, and verify nothing of the tree is left. --force sends
-SIGKILL at once. A process that had already ended is reported as such.`,
+exit, then SIGKILL whatever of the tree is left, and verify nothing is left.
+--force sends SIGKILL at once. --no-escalate only sends SIG (HUP to reload a
+server, an INT that may take its time), waits up to --grace and reports
+whether the tree ended; it never sends SIGKILL.
+
+A process whose command exited while processes it started still run ('cmd &',
+a server that daemonised; ps shows "1 left running") is reported as already
+exited, and what it left running is killed the same way. --all includes such
+processes. The result counts the processes the kill ended.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var sig env.Signal
 			if sigName != "" {
@@ -41,6 +49,8 @@ SIGKILL at once. A process that had already ended is reported as such.`,
 				return usageErrorf("kill: --grace %s: must not be negative", grace)
 			}
 			switch {
+			case force && noEsc:
+				return usageErrorf("kill: --force sends SIGKILL at once; --no-escalate never does: give one of them")
 			case all && len(args) > 0:
 				return usageErrorf("kill: give IDs or --all, not both")
 			case !all && len(args) == 0:
@@ -63,13 +73,13 @@ SIGKILL at once. A process that had already ended is reported as such.`,
 			var results []registry.KillResult
 			var errs []error
 			if all {
-				results, err = c.KillAll(cmd.Context(), daemon.KillAllRequest{Labels: l, Signal: sig, Grace: graceStr})
+				results, err = c.KillAll(cmd.Context(), daemon.KillAllRequest{Labels: l, Signal: sig, Grace: graceStr, NoEscalate: noEsc})
 				if err != nil {
 					errs = append(errs, err)
 				}
 			} else {
 				for _, id := range args {
-					r, err := c.Kill(cmd.Context(), id, daemon.KillRequest{Signal: sig, Grace: graceStr, Force: force})
+					r, err := c.Kill(cmd.Context(), id, daemon.KillRequest{Signal: sig, Grace: graceStr, Force: force, NoEscalate: noEsc})
 					if err != nil {
 						errs = append(errs, fmt.Errorf("%s: %w", id, err))
 						if r.ID == "" {
@@ -99,24 +109,47 @@ SIGKILL at once. A process that had already ended is reported as such.`,
 	f.StringVarP(&sigName, "signal", "s", "", "first signal: TERM (default), INT, HUP, KILL, ... or a number")
 	f.DurationVar(&grace, "grace", 0, "time between the signal and SIGKILL (default: the daemon's, 5s)")
 	f.BoolVar(&force, "force", false, "send SIGKILL at once")
+	f.BoolVar(&noEsc, "no-escalate", false, "send only SIG, never SIGKILL; report whether the tree ended within --grace")
 	f.BoolVar(&all, "all", false, "kill every running process (with --label: those carrying the labels)")
 	f.StringArrayVar(&labels, "label", nil, "with --all: only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
 }
 
+// killLine is one kill's outcome for a person: what was sent, whether
+// SIGKILL had to follow, how many processes it ended, and what is left.
 func killLine(r registry.KillResult) string {
-	status := ""
+	status := string(r.State)
 	if r.Status != nil {
-		status = " (" + r.Status.String() + ")"
+		status = r.Status.String()
 	}
+	ended := fmt.Sprintf("%d %s ended", r.Ended, plural(r.Ended, "process", "processes"))
 	switch {
-	case r.AlreadyExited:
-		return fmt.Sprintf("%s already exited: %s%s", r.ID, r.State, status)
 	case len(r.Survivors) > 0:
-		return fmt.Sprintf("%s NOT fully killed: survivors %v", r.ID, r.Survivors)
+		return fmt.Sprintf("%s NOT fully killed: %s, survivors %v", r.ID, ended, r.Survivors)
+	case r.AlreadyExited && r.Signal == "":
+		return fmt.Sprintf("%s already exited (%s)", r.ID, status)
+	case r.AlreadyExited:
+		// The leader had exited; what it left running got the signal.
+		how := string(r.Signal)
+		if r.Escalated {
+			how += ", then SIGKILL after the grace period"
+		}
+		if r.StillRunning {
+			return fmt.Sprintf("%s had already exited (%s); sent %s to what it left running, which still runs after the grace period", r.ID, status, how)
+		}
+		return fmt.Sprintf("%s had already exited (%s); killed what it left running: %s, %s", r.ID, status, how, ended)
+	case r.StillRunning:
+		return fmt.Sprintf("%s signalled: %s; still running after the grace period (%s)", r.ID, r.Signal, ended)
 	case r.Escalated:
-		return fmt.Sprintf("%s killed: %s, then SIGKILL after the grace period%s", r.ID, r.Signal, status)
+		return fmt.Sprintf("%s killed: %s, then SIGKILL after the grace period; %s (%s)", r.ID, r.Signal, ended, status)
 	}
-	return fmt.Sprintf("%s killed: %s%s", r.ID, r.Signal, status)
+	return fmt.Sprintf("%s killed: %s; %s (%s)", r.ID, r.Signal, ended, status)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

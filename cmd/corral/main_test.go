@@ -179,7 +179,7 @@ func TestRunInProcess(t *testing.T) {
 		if code != exitTimeout || out != "before\n" {
 			t.Fatalf("exit %d stdout %q stderr %q, want 124", code, out, errOut)
 		}
-		if errOut != "corral: timeout: still running after 200ms; killed the process tree\n" {
+		if errOut != "corral: timeout: still running after 200ms; killed the process tree (TERM; 1 process ended)\n" {
 			t.Fatalf("stderr %q", errOut)
 		}
 	})

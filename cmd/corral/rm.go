@@ -9,11 +9,15 @@ import (
 )
 
 func newRmCommand(stdout, stderr io.Writer) *cobra.Command {
-	var asJSON bool
+	var asJSON, force bool
 	cmd := &cobra.Command{
-		Use:   "rm ID...",
+		Use:   "rm [--force] ID...",
 		Short: "Forget finished background processes and delete their output",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Forget finished background processes and delete their output. A process
+whose leader exited while part of its tree still runs (ps: "1 left running")
+is refused; --force kills whatever of the process still runs (SIGKILL, whole
+tree) and then removes it.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, _, err := connect(cmd.Context(), stderr)
 			if err != nil {
@@ -22,7 +26,7 @@ func newRmCommand(stdout, stderr io.Writer) *cobra.Command {
 			var removed []string
 			var errs []error
 			for _, id := range args {
-				full, err := c.Remove(cmd.Context(), id)
+				full, err := c.Remove(cmd.Context(), id, force)
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -45,5 +49,6 @@ func newRmCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the removed IDs as JSON")
+	cmd.Flags().BoolVar(&force, "force", false, "kill what still runs of the process (whole tree) first")
 	return cmd
 }

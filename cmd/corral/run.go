@@ -265,7 +265,7 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", runErr)}
 	}
 	if res.TimedOut != "" {
-		return &exitError{code: exitTimeout, msg: timeoutMessage(res.TimedOut, o)}
+		return &exitError{code: exitTimeout, msg: timeoutMessage(res, o)}
 	}
 	if res.Info.Status == nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: process %s ended in state %s without an exit status", res.Info.ID, res.Info.State)}
@@ -298,15 +298,33 @@ func exitFor(st env.ExitStatus) error {
 	return &exitError{code: code}
 }
 
-func timeoutMessage(which string, o runOptions) string {
-	switch which {
-	case "idle_timeout":
-		return fmt.Sprintf("idle timeout: no output for %s; killed the process tree", o.idleTimeout)
-	case "timeout":
-		return fmt.Sprintf("timeout: still running after %s; killed the process tree", o.timeout)
+func timeoutMessage(res registry.RunResult, o runOptions) string {
+	var what string
+	switch res.TimedOut {
+	case registry.TimedOutIdle:
+		what = fmt.Sprintf("idle timeout: no output for %s", o.idleTimeout)
+	case registry.TimedOutTimeout:
+		what = fmt.Sprintf("timeout: still running after %s", o.timeout)
 	default:
-		return fmt.Sprintf("%s fired; killed the process tree", which)
+		what = res.TimedOut + " fired"
 	}
+	return what + "; " + killedTreeWords(res.Kill)
+}
+
+// killedTreeWords says how a timeout or interrupt ended the tree.
+func killedTreeWords(k *registry.KillResult) string {
+	if k == nil {
+		return "killed the process tree"
+	}
+	how := string(k.Signal)
+	if k.Escalated {
+		how += ", then SIGKILL after the grace period"
+	}
+	msg := fmt.Sprintf("killed the process tree (%s; %d %s ended)", how, k.Ended, plural(k.Ended, "process", "processes"))
+	if len(k.Survivors) > 0 {
+		msg += fmt.Sprintf("; survivors %v", k.Survivors)
+	}
+	return msg
 }
 
 func signalNumber(s os.Signal) int {

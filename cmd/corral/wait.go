@@ -14,14 +14,19 @@ func newWaitCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		timeout time.Duration
 		asJSON  bool
+		tree    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "wait [--timeout DUR] ID",
+		Use:   "wait [--timeout DUR] [--tree] ID",
 		Short: "Wait for a background process to end and exit with its exit code",
 		Long: `Wait for the process to end and exit with its exit code (128+N when signal N
 ended it). Exit 124 when --timeout elapses first (the process keeps running),
 125 when its status is unknown (lost) or it never started (failed), 2 for an
-unknown ID.`,
+unknown ID.
+
+wait returns when the command itself (the leader) exits, even if it left
+processes running ('sleep 60 &', a dev server that daemonises). --tree waits
+until nothing of the tree is left; the exit code is still the leader's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 {
@@ -31,7 +36,11 @@ unknown ID.`,
 			if err != nil {
 				return err
 			}
-			wr, err := c.Wait(cmd.Context(), args[0], timeout)
+			wait := c.Wait
+			if tree {
+				wait = c.WaitTree
+			}
+			wr, err := wait(cmd.Context(), args[0], timeout)
 			if err != nil {
 				return daemonError("wait", err)
 			}
@@ -39,7 +48,7 @@ unknown ID.`,
 				printJSON(stdout, wr)
 			}
 			if wr.TimedOut {
-				return &exitError{code: exitTimeout, msg: fmt.Sprintf("wait: %s still %s after %s", wr.ID, wr.State, timeout)}
+				return &exitError{code: exitTimeout, msg: fmt.Sprintf("wait: %s still %s after %s", wr.ID, stateWords(wr.Info), timeout)}
 			}
 			if wr.Status == nil {
 				return &exitError{code: exitCorralError, msg: fmt.Sprintf("wait: %s ended %s without an exit status: %s", wr.ID, wr.State, wr.Reason)}
@@ -52,5 +61,6 @@ unknown ID.`,
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (exit 124); 0 waits forever")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final state as JSON")
+	cmd.Flags().BoolVar(&tree, "tree", false, "also wait until every process the command left running has ended")
 	return cmd
 }
