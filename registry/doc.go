@@ -65,13 +65,34 @@
 // # Kill
 //
 // Kill sends the signal (default TERM; KILL with Force), waits up to the
-// grace period (default Config.DefaultGrace, 5 s) for the process to exit,
-// sends SIGKILL if it did not, and then verifies with Process.Survivors
+// grace period (default Config.DefaultGrace, 5 s) for the whole tree to
+// go — the leader and every descendant that got the signal — sends
+// SIGKILL to whatever is left, and then verifies with Process.Survivors
 // that nothing of the tree is left, polling for up to 5 s and sending one
 // more SIGKILL to what remains; survivors are reported (and make Kill
-// return an error). Kills of one process are serialised: the first does
-// the work, later ones report AlreadyExited with the state and status it
-// left — so two concurrent kills never escalate twice.
+// return an error). KillResult.Escalated means SIGKILL reached some
+// process of the tree, also when the leader itself died of the first
+// signal; Ended counts the processes the kill ended (the tree is counted
+// through Survivors before the signal). With NoEscalate no SIGKILL is
+// sent: the result says whether the tree ended within the grace. Kills of
+// one process are serialised: the first does the work, later ones report
+// AlreadyExited with the state and status it left — so two concurrent
+// kills never escalate twice.
+//
+// # Trees that outlive their leader
+//
+// `cmd &`, a dev server that daemonises, `compose up -d`: the leader exits
+// while its descendants run on. The process's state and status are the
+// leader's, and Wait returns at the leader's exit, but the process is not
+// done: after the exit its monitor polls Survivors (10 ms doubling to 1 s,
+// at once after a signal of ours), counts what is left in Info.Leftover,
+// keeps Info.TreeRunning set, and, where output can be re-opened from an
+// offset (detached processes, backends with ReplayOutput), copies what the
+// leftovers write into the buffer. Until the tree is seen empty the
+// process is listed by default, never pruned or evicted, Kill and KillAll
+// end the leftovers (AlreadyExited, Ended), Remove refuses it and
+// RemoveForce kills first; WaitTree waits for the whole tree. A restart
+// keeps following a tree the checkpoint recorded as running.
 //
 // # Limits
 //
