@@ -78,7 +78,10 @@ type Process interface {
 	// (setsid, double fork) as far as Capabilities.TreeKill allows. The
 	// target's identity is checked first, so a reused PID is never hit.
 	// If the process has already exited, Signal returns ErrExited and Wait
-	// reports the real status.
+	// reports the real status; the signal still goes to what is left of
+	// the tree (descendants that outlived the process: `cmd &`, a server
+	// that daemonised), as far as TreeKill reaches, so that a supervisor
+	// can end them. Survivors lists them.
 	Signal(ctx context.Context, sig Signal) error
 
 	// Survivors returns the PIDs of processes of the tree that are still
