@@ -244,6 +244,7 @@ type proc struct {
 	lastOutput    atomic.Int64 // unix nanos of the last output (or start)
 	endedAt       atomic.Int64 // unix nanos of the final state, 0 before
 	finalSeen     atomic.Bool  // a caller received the final result
+	waiters       atomic.Int32 // Waits and Runs blocked on the end; see enterWait
 	watchDisabled atomic.Bool
 
 	teeMu sync.Mutex
@@ -709,22 +710,7 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 	p.r.stateChanged()
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
-	ev := Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status,
-		Notify: p.opts.Notify || p.watchDisabled.Load()}
-	if in.Status != nil {
-		ev.Summary = fmt.Sprintf("%s %s (%s): %s", p.id, in.State, in.Status, clip(p.opts.Command, 200))
-	} else {
-		ev.Summary = fmt.Sprintf("%s %s: %s", p.id, in.State, in.Reason)
-	}
-	p.r.publish(ev)
-}
-
-// finalSeen reports whether a caller already received id's final result.
-func (r *Registry) finalSeen(id string) bool {
-	r.mu.Lock()
-	p := r.procs[id]
-	r.mu.Unlock()
-	return p != nil && p.finalSeen.Load()
+	p.r.publish(p.exitedEvent(in))
 }
 
 // Poll returns the process's state and the output from byte cursor since
@@ -762,17 +748,23 @@ func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (
 	} else if timeout < 0 {
 		return Info{}, fmt.Errorf("%w: negative wait timeout %s", ErrInvalidOptions, timeout)
 	}
+	p.enterWait()
+	var err2 error
 	select {
 	case <-p.done:
-		p.finalSeen.Store(true)
-		return p.info(), nil
 	case <-timer:
-		return p.info(), fmt.Errorf("%w: %s still %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, p.info().State, timeout)
+		err2 = fmt.Errorf("%w: %s still %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, p.info().State, timeout)
 	case <-ctx.Done():
-		return p.info(), ctx.Err()
+		err2 = ctx.Err()
 	case <-r.ctx.Done():
-		return p.info(), fmt.Errorf("registry: wait %s: %w", p.id, ErrClosed)
+		err2 = fmt.Errorf("registry: wait %s: %w", p.id, ErrClosed)
 	}
+	if p.leaveWait() {
+		// Ended, even if a timeout fired at the same moment: the caller
+		// gets the result, which its exited event then no longer repeats.
+		return p.info(), nil
+	}
+	return p.info(), err2
 }
 
 // Kill ends the process's tree: opts.Signal (default TERM; KILL when
