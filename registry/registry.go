@@ -749,6 +749,9 @@ func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (
 		return Info{}, fmt.Errorf("%w: negative wait timeout %s", ErrInvalidOptions, timeout)
 	}
 	p.enterWait()
+	// Logged once counted: from this line on, the end is this caller's
+	// and its exited event will not be delivered.
+	r.log.Debug("wait: blocked until the process ends", "id", p.id)
 	var err2 error
 	select {
 	case <-p.done:
