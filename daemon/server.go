@@ -414,8 +414,16 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query().Get("follow"); q != "1" && q != "true" {
+		// The history is served later than it was recorded: an exit a
+		// caller has received since (wait, logs of the final state) is
+		// left out now, as Subscription.Next would have left it out.
 		s.histMu.Lock()
-		evs := append([]registry.Event{}, s.history...)
+		evs := make([]registry.Event, 0, len(s.history))
+		for _, ev := range s.history {
+			if !ev.Consumed() {
+				evs = append(evs, ev)
+			}
+		}
 		s.histMu.Unlock()
 		writeJSON(w, http.StatusOK, evs)
 		return

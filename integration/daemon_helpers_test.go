@@ -104,10 +104,11 @@ func (h *daemonHome) mustRun(args ...string) string {
 }
 
 // startServe runs `corral serve` as a child of the test (so that it can be
-// killed with SIGKILL) and waits until it answers.
-func (h *daemonHome) startServe() {
+// killed with SIGKILL) and waits until it answers. extra flags follow the
+// defaults, so they override them ("--log-level", "debug").
+func (h *daemonHome) startServe(extra ...string) {
 	h.t.Helper()
-	cmd := exec.Command(h.bin, "serve", "--log-level", "info")
+	cmd := exec.Command(h.bin, append([]string{"serve", "--log-level", "info"}, extra...)...)
 	cmd.Env = h.env
 	logf, err := os.OpenFile(filepath.Join(h.home, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

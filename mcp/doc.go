@@ -28,9 +28,11 @@
 // notifications only once the client has chosen a level with
 // logging/setLevel; "info" receives all of corral's. The other
 // subscription is drained by process action "events", which returns every
-// pending event; the registry's rules apply to both: its global rate limit,
-// its per-process watch limit, and an exit already reported to this caller
-// through wait, poll or a foreground run is not repeated.
+// pending event; the registry's rules apply to both: its global rate limit
+// (from which notified exits are exempt: every one is pushed, with its
+// status and output tail), its per-process watch limit, and an exit already
+// reported to a caller through wait, poll or a foreground run is not
+// repeated — the subscriptions check it when they hand the event over.
 //
 // # Protocol versions
 //

@@ -5,6 +5,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +24,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // client session; everything is closed at the end of the test.
 func connect(t *testing.T, opts *sdk.ClientOptions) (*Server, *sdk.ClientSession) {
 	t.Helper()
+	return connectLogged(t, opts, nil)
+}
+
+// connectLogged is connect with the registry logging to log (nil: the
+// default logger).
+func connectLogged(t *testing.T, opts *sdk.ClientOptions, log *slog.Logger) (*Server, *sdk.ClientSession) {
+	t.Helper()
 	stateDir := t.TempDir()
 	reg, err := registry.New(registry.Config{Open: func(context.Context, string) (env.Environment, error) {
 		return local.New(local.Options{StateDir: stateDir})
-	}})
+	}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,13 +123,27 @@
 // Across all processes at most 15 events are published per sliding 10 s
 // window; the 16th starts a 30 s cooldown during which every event is held
 // back and counted, and which ends with one suppressed event carrying the
-// counts by type. Config.Clock makes time injectable for tests.
+// counts by type. Config.Clock makes time injectable for tests. This
+// breaker is for floods (watch matches, starts and exits nobody asked
+// about): an exited event with Notify is exempt — never held back, never
+// counted — since there is at most one per process and it is the one event
+// its caller needs. It carries Event.Tail, the last lines of the output
+// (ANSI-stripped, at most MaxEventTail bytes, cut at a line start, or at a
+// character boundary when the last line alone is longer).
 //
 // An exited event is published for every exit, with Notify saying whether
-// the caller asked to be told. At delivery, Subscription.Next skips an
-// exited event when a caller already received that process's final result
-// through Wait, Poll or Run: a completion is not repeated to whoever has
-// it. Subscriptions are bounded (Config.SubscriptionBuffer, 1024): a slow
+// the caller asked to be told. A completion is not repeated to whoever has
+// it: an exited event is not delivered once a caller received that
+// process's final result through Wait, Poll or Run (Event.Consumed). The
+// check is made at delivery, not at publication, because finish publishes
+// the event right after the end while a caller may consume the result a
+// moment later: Subscription.Next makes it, and front ends that keep events
+// to serve later (the daemon's history) make it again when they serve them.
+// A Wait or Run blocked on the process when it ends counts as having
+// received the result before the event is published, so it is never
+// delivered beside their answer; a Wait or Poll that arrives after a
+// subscriber already took the event cannot undo that delivery.
+// Subscriptions are bounded (Config.SubscriptionBuffer, 1024): a slow
 // subscriber loses the oldest events, counted in Event.Dropped and
 // Subscription.Dropped, and never blocks the registry.
 package registry

@@ -3,10 +3,14 @@ package registry
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry/ansi"
 )
 
 // EventType names an event.
@@ -17,8 +21,8 @@ const (
 	// EventStarted: a process started running.
 	EventStarted EventType = "started"
 	// EventExited: a process reached a final state (exited, killed,
-	// timed_out, lost). Published for every exit; see Subscription.Next
-	// for when it is skipped at delivery.
+	// timed_out, lost). Published for every exit; see Event.Consumed for
+	// when it is skipped at delivery.
 	EventExited EventType = "exited"
 	// EventWatchMatch: an output line matched a watch pattern.
 	EventWatchMatch EventType = "watch_match"
@@ -39,6 +43,8 @@ const (
 	GlobalCooldown         = 30 * time.Second
 	// maxEventLine bounds Event.Line.
 	maxEventLine = 1024
+	// MaxEventTail bounds Event.Tail.
+	MaxEventTail = 2048
 )
 
 // Event is one notification of the registry's event stream. It is plain
@@ -56,8 +62,13 @@ type Event struct {
 	Status *env.ExitStatus `json:"status,omitempty"`
 	// Notify: the process asked to be told about its exit (StartOptions.
 	// Notify), or its watching was disabled, which promises one completion
-	// event.
+	// event. A Notify exited event is exempt from the global rate limit.
 	Notify bool `json:"notify,omitempty"`
+	// Tail holds, for a Notify exited event, the last lines of the
+	// process's output: ANSI-stripped, at most MaxEventTail bytes, starting
+	// at a line start (or, when the last line alone is longer, at a UTF-8
+	// character boundary), without the final newline.
+	Tail string `json:"tail,omitempty"`
 	// Pattern and Line describe a watch match: the pattern as given and
 	// the ANSI-stripped line (at most 1 KiB).
 	Pattern string `json:"pattern,omitempty"`
@@ -70,6 +81,23 @@ type Event struct {
 	// Dropped counts events this subscriber lost just before this one
 	// because it read too slowly.
 	Dropped int64 `json:"dropped,omitempty"`
+
+	// consumed is the process's "a caller received the final result"
+	// flag, shared by every copy of an exited event so that the check
+	// happens at delivery, not at publication (see Consumed). It never
+	// leaves the process: an Event decoded from JSON has none.
+	consumed *atomic.Bool
+}
+
+// Consumed reports whether ev is an exited event whose process's final
+// result a caller already received through Wait, Poll or Run (a Wait
+// blocked when the process ended counts as having received it). Such an
+// event must not be delivered: whoever asked has the result. The answer
+// can change from false to true at any time, so a front end checks it at
+// the last moment before handing ev on — Subscription.Next does, and so
+// must anything that keeps events to serve them later.
+func (ev Event) Consumed() bool {
+	return ev.Type == EventExited && ev.consumed != nil && ev.consumed.Load()
 }
 
 // Subscription is a pull-based view of the event stream from the moment
@@ -122,9 +150,9 @@ func (s *Subscription) signal() {
 // Next returns the next event, blocking until one arrives, ctx is done
 // (ctx.Err()), or the subscription or registry is closed (ErrClosed).
 //
-// A completion event is not repeated: an EventExited whose process's final
-// result a caller already received through Wait, Poll or Run is skipped
-// here, because whoever asked has it already.
+// A completion event is not repeated: an exited event that is Consumed
+// when Next would return it is skipped, because whoever asked has the
+// result already.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	for {
 		s.mu.Lock()
@@ -133,7 +161,7 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 			s.queue[s.head] = Event{}
 			s.head = (s.head + 1) % len(s.queue)
 			s.n--
-			if ev.Type == EventExited && s.r.finalSeen(ev.ID) {
+			if ev.Consumed() {
 				continue
 			}
 			ev.Dropped, s.lost = s.lost, 0
@@ -218,6 +246,12 @@ func (r *Registry) unsubscribe(s *Subscription) {
 }
 
 // publish applies the global rate limit and hands ev to every subscriber.
+//
+// A completion someone asked for (exited with Notify) bypasses the limit:
+// it is neither held back nor counted, even during a cooldown. The limit
+// exists for floods of watch matches, which an agent can do nothing about;
+// a completion notice is the one event it needs per process, and there is
+// at most one per process, so those cannot flood.
 func (r *Registry) publish(ev Event) {
 	e := &r.ev
 	e.mu.Lock()
@@ -226,6 +260,10 @@ func (r *Registry) publish(ev Event) {
 		return
 	}
 	now := r.clock.Now()
+	if ev.Type == EventExited && ev.Notify {
+		r.deliverLocked(ev, now)
+		return
+	}
 	if e.cooling {
 		e.suppressed[ev.Type]++
 		return
@@ -287,5 +325,100 @@ func (r *Registry) closeEvents() {
 	e.mu.Unlock()
 	for _, s := range subs {
 		s.Close()
+	}
+}
+
+// tailWindow is how much raw output outputTail reads: more than
+// MaxEventTail, since escape sequences (colours, progress bars redrawn
+// with carriage returns) can make up most of the raw bytes.
+const tailWindow = 8 * MaxEventTail
+
+// outputTail returns the last lines of what b holds for an exited event's
+// Tail: ANSI-stripped, valid UTF-8, at most max bytes, without the final
+// newline. The cut lands after a newline; only when the last line alone is
+// longer than max does it land inside that line, on a character boundary.
+func outputTail(b *Buffer, max int) string {
+	c := b.ReadSince(b.Total() - tailWindow)
+	data := c.Data
+	partial := c.Next > int64(len(data)) // the window starts inside the stream
+	if c.Omitted > 0 {
+		// Only what follows the gap is contiguous with the end.
+		data, partial = data[c.OmittedAt:], true
+	}
+	text := strings.ToValidUTF8(string(ansi.Strip(data)), "\uFFFD")
+	text = strings.TrimRight(text, "\n")
+	if partial {
+		// The first line (and any escape sequence it started in) was cut
+		// by the window: drop it, unless it is all there is.
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[i+1:]
+		}
+	}
+	if len(text) <= max {
+		return text
+	}
+	cut := len(text) - max
+	if i := strings.IndexByte(text[cut:], '\n'); i >= 0 {
+		return text[cut+i+1:]
+	}
+	for cut < len(text) && !utf8.RuneStart(text[cut]) {
+		cut++
+	}
+	return text[cut:]
+}
+
+// exitedEvent builds the exited event of p, whose final state in holds.
+// Whether it is delivered is decided later, at delivery (Event.Consumed).
+//
+// It must be called after p.done is closed: a Wait or Run still blocked on
+// p at that point will return the final result (see leaveWait), so the
+// completion counts as consumed now — before any subscriber can take the
+// event — rather than whenever that caller gets round to it.
+func (p *proc) exitedEvent(in Info) Event {
+	if p.waiters.Load() > 0 {
+		p.finalSeen.Store(true)
+	}
+	ev := Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status,
+		Notify: p.opts.Notify || p.watchDisabled.Load(), consumed: &p.finalSeen}
+	if in.Status != nil {
+		ev.Summary = fmt.Sprintf("%s %s (%s): %s", p.id, in.State, in.Status, clip(p.opts.Command, 200))
+	} else {
+		ev.Summary = fmt.Sprintf("%s %s: %s", p.id, in.State, in.Reason)
+	}
+	if ev.Notify {
+		// The output is complete: finish runs after the stream ended.
+		ev.Tail = outputTail(p.buf, MaxEventTail)
+	}
+	return ev
+}
+
+// enterWait counts the caller as blocked on p's end. Every enterWait is
+// paired with one leaveWait, whose answer the caller must honour.
+func (p *proc) enterWait() { p.waiters.Add(1) }
+
+// leaveWait uncounts the caller and reports whether p has ended, in which
+// case the caller must return the final result, and p's completion counts
+// as consumed.
+//
+// The order makes the count exact for exitedEvent, which closes p.done
+// before reading the count: a caller that sees p ended stores finalSeen
+// before it uncounts itself, and a caller that did not looks again after
+// uncounting. So if exitedEvent saw the caller counted, that second look
+// comes after p.done closed and reports the end.
+func (p *proc) leaveWait() bool {
+	select {
+	case <-p.done:
+		p.finalSeen.Store(true)
+		p.waiters.Add(-1)
+		return true
+	default:
+	}
+	p.waiters.Add(-1)
+	select {
+	case <-p.done:
+		p.finalSeen.Store(true)
+		return true
+	default:
+		return false
 	}
 }

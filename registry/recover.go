@@ -353,5 +353,5 @@ func (p *proc) markLost(err error) {
 	p.treeGone()
 	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
 	p.r.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
-		Summary: fmt.Sprintf("%s lost: %v", p.id, err)})
+		Summary: fmt.Sprintf("%s lost: %v", p.id, err), consumed: &p.finalSeen})
 }

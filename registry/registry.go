@@ -250,6 +250,7 @@ type proc struct {
 	endedAt       atomic.Int64 // unix nanos of the final state, 0 before
 	finalSeen     atomic.Bool  // a caller received the final result
 	treeLive      atomic.Bool  // the tree may still run: treeDone not closed
+	waiters       atomic.Int32 // Waits and Runs blocked on the end; see enterWait
 	watchDisabled atomic.Bool
 
 	teeMu sync.Mutex
@@ -815,22 +816,7 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 	p.r.stateChanged()
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
-	ev := Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status,
-		Notify: p.opts.Notify || p.watchDisabled.Load()}
-	if in.Status != nil {
-		ev.Summary = fmt.Sprintf("%s %s (%s): %s", p.id, in.State, in.Status, clip(p.opts.Command, 200))
-	} else {
-		ev.Summary = fmt.Sprintf("%s %s: %s", p.id, in.State, in.Reason)
-	}
-	p.r.publish(ev)
-}
-
-// finalSeen reports whether a caller already received id's final result.
-func (r *Registry) finalSeen(id string) bool {
-	r.mu.Lock()
-	p := r.procs[id]
-	r.mu.Unlock()
-	return p != nil && p.finalSeen.Load()
+	p.r.publish(p.exitedEvent(in))
 }
 
 // Poll returns the process's state and the output from byte cursor since
@@ -884,18 +870,26 @@ func (r *Registry) wait(ctx context.Context, id string, timeout time.Duration, t
 	} else if timeout < 0 {
 		return Info{}, fmt.Errorf("%w: negative wait timeout %s", ErrInvalidOptions, timeout)
 	}
+	p.enterWait()
+	// Logged once counted: from this line on, the end is this caller's
+	// and its exited event will not be delivered.
+	r.log.Debug("wait: blocked until the process ends", "id", p.id)
+	var err2 error
 	select {
 	case <-done:
-		p.finalSeen.Store(true)
-		return p.info(), nil
 	case <-timer:
-		in := p.info()
-		return in, fmt.Errorf("%w: %s %s %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, what, runningWords(in), timeout)
+		err2 = fmt.Errorf("%w: %s %s %s after %s; wait again, or kill it", ErrWaitTimeout, p.id, what, runningWords(p.info()), timeout)
 	case <-ctx.Done():
-		return p.info(), ctx.Err()
+		err2 = ctx.Err()
 	case <-r.ctx.Done():
-		return p.info(), fmt.Errorf("registry: wait %s: %w", p.id, ErrClosed)
+		err2 = fmt.Errorf("registry: wait %s: %w", p.id, ErrClosed)
 	}
+	if p.leaveWait() && (!tree || !p.treeLive.Load()) {
+		// Ended, even if a timeout fired at the same moment: the caller
+		// gets the result, which its exited event then no longer repeats.
+		return p.info(), nil
+	}
+	return p.info(), err2
 }
 
 // runningWords says what still runs of a process, for messages: its

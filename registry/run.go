@@ -39,6 +39,9 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	if p == nil {
 		return RunResult{}, err
 	}
+	// Run is a waiter until it returns; every return path below calls
+	// result exactly once, which ends the wait.
+	p.enterWait()
 	if err != nil {
 		return r.result(p), err
 	}
@@ -112,8 +115,10 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	}
 }
 
-// result snapshots p for Run's caller.
+// result ends Run's wait on p (leaveWait) and snapshots p for Run's
+// caller.
 func (r *Registry) result(p *proc) RunResult {
+	p.leaveWait()
 	in := p.info()
 	c := p.buf.ReadSince(0)
 	in.OutputBytes = c.Next

@@ -22,7 +22,9 @@ environment (minus secret-looking variables) plus --env KEY=VALUE: the
 environment of this corral invocation is not passed on.
 
 --watch PATTERN publishes an event (corral events -f) when an output line
-contains PATTERN; --notify marks the exit event as one you want to hear of.`
+contains PATTERN; --notify marks the exit event as one you want to hear of: it is
+never held back by the event rate limit and carries the exit status and the last
+lines of the output (unless you already got the result with wait or logs).`
 
 func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
@@ -92,7 +94,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringArrayVar(&labels, "label", nil, "attach a label KEY=VALUE (repeatable), for ps and kill --all")
 	f.StringArrayVar(&req.Watch, "watch", nil, "publish an event when an output line contains this text (repeatable)")
 	f.StringArrayVar(&req.WatchRegex, "watch-regex", nil, "like --watch with a Go regular expression (repeatable)")
-	f.BoolVar(&req.Notify, "notify", false, "mark the exit event as one to be told about")
+	f.BoolVar(&req.Notify, "notify", false, "announce the exit as an event that is never rate-limited, with status and output tail")
 	f.BoolVar(&req.PTY, "pty", false, "run on a pseudo-terminal (not re-attached after a daemon restart)")
 	f.BoolVar(&req.Stdin, "stdin", false, "keep stdin open for corral send")
 	f.StringArrayVar(&req.Env, "env", nil, "set a variable KEY=VALUE (repeatable)")
