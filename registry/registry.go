@@ -303,7 +303,10 @@ func (p *proc) infoLocked() Info {
 		TimedOut:      p.timedOut,
 		WatchDisabled: p.watchDisabled.Load(),
 		Leftover:      p.leftover,
-		TreeRunning:   p.treeLive.Load(),
+		// What is known to run: a tree not looked at yet since the
+		// leader's exit (microseconds on most backends) counts as gone
+		// here; decisions that must not be wrong look (liveTree).
+		TreeRunning: !p.state.Final() || p.leftover > 0,
 	}
 	if p.status != nil {
 		st := *p.status
@@ -719,6 +722,31 @@ func (p *proc) treeGone() {
 	if changed {
 		p.r.stateChanged()
 	}
+}
+
+// liveTree returns how many processes of a finished process's tree still
+// run, looking now rather than trusting followTree's last look, which may
+// not have happened yet right after the exit.
+func (p *proc) liveTree(ctx context.Context) int {
+	if !p.treeLive.Load() {
+		return 0
+	}
+	p.mu.Lock()
+	h := p.handle
+	p.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	surv, err := h.Survivors(ctx)
+	if err != nil {
+		// Cannot tell: refuse rather than forget a running tree.
+		p.r.log.Debug("survivors of a finished process", "id", p.id, "err", err)
+		return max(1, p.info().Leftover)
+	}
+	if len(surv) == 0 {
+		p.treeGone()
+	}
+	return len(surv)
 }
 
 // kickTree makes followTree look again now.
@@ -1285,10 +1313,9 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	if p.endedAt.Load() == 0 {
 		return fmt.Errorf("%w: %s is %s: kill it first (corral kill %s)", ErrRunning, p.id, p.info().State, p.id)
 	}
-	if p.treeLive.Load() {
-		in := p.info()
+	if n := p.liveTree(ctx); n > 0 {
 		return fmt.Errorf("%w: %s %s, but %d processes of its tree still run: kill them first (corral kill %s), or remove with force",
-			ErrRunning, p.id, in.State, in.Leftover, p.id)
+			ErrRunning, p.id, p.info().State, n, p.id)
 	}
 	r.mu.Lock()
 	if r.procs[p.id] == p {

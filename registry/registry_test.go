@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/env"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -511,6 +512,10 @@ func TestFinishedTTL(t *testing.T) {
 	run, _ := f.start(StartOptions{})
 	fp.exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
+	// A process is never pruned while its tree may still run: wait for
+	// the registry's look at the tree after the exit.
+	_, err := f.r.WaitTree(ctxT(t), in.ID, 0)
+	require.NoError(t, err)
 	f.clock.Advance(59 * time.Minute)
 	if _, err := f.r.Get(in.ID); err != nil {
 		t.Fatalf("pruned early: %v", err)

@@ -162,9 +162,10 @@ type Info struct {
 	// above zero the process is not done: TreeRunning is set, Kill ends
 	// them, Remove refuses and the process is never pruned.
 	Leftover int `json:"leftover,omitempty"`
-	// TreeRunning: some process of the tree may still run. True while the
-	// process runs, and after the leader's exit until its tree was seen
-	// empty.
+	// TreeRunning: some process of the tree runs: the leader, or what it
+	// left running (Leftover > 0). Right after the leader's exit, before
+	// the registry has looked at the tree (a moment; one Survivors call),
+	// leftovers are not counted yet.
 	TreeRunning bool `json:"tree_running,omitempty"`
 }
 
