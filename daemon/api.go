@@ -55,6 +55,12 @@ type StdinRequest struct {
 	EOF  bool   `json:"eof,omitempty"`
 }
 
+// ResizeRequest is the body of POST /v1/processes/{id}/resize.
+type ResizeRequest struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
 // WaitResponse answers POST /v1/processes/{id}/wait.
 type WaitResponse struct {
 	registry.Info

@@ -327,6 +327,11 @@ func (c *Client) KillAll(ctx context.Context, req KillAllRequest) ([]registry.Ki
 	return out, err
 }
 
+// Resize changes the terminal size of a process started with a PTY.
+func (c *Client) Resize(ctx context.Context, id string, rows, cols uint16) error {
+	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/resize", nil, ResizeRequest{Rows: rows, Cols: cols}, nil)
+}
+
 // Send writes data to the process's stdin and closes it when eof is set.
 func (c *Client) Send(ctx context.Context, id string, data []byte, eof bool) error {
 	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/stdin", nil, StdinRequest{Data: data, EOF: eof}, nil)

@@ -86,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/processes/{id}/wait", s.handleWait)
 	mux.HandleFunc("POST "+v+"/processes/{id}/kill", s.handleKill)
 	mux.HandleFunc("POST "+v+"/processes/{id}/stdin", s.handleStdin)
+	mux.HandleFunc("POST "+v+"/processes/{id}/resize", s.handleResize)
 	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
 	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
@@ -384,6 +385,24 @@ func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
 		res = []registry.KillResult{}
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) {
+	var req ResizeRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	id, err := s.reg.Resolve(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if err := s.reg.Resize(r.Context(), id, env.WindowSize{Rows: req.Rows, Cols: req.Cols}); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "rows": req.Rows, "cols": req.Cols})
 }
 
 func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {

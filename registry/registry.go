@@ -539,7 +539,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		return p, err
 	}
 	caps := e.Capabilities()
-	if detach && caps.Reattach && spec.PTY == nil {
+	if detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY) {
 		spec.Detach = true
 	}
 	p.replay = caps.ReplayOutput || spec.Detach
@@ -1361,6 +1361,29 @@ func (r *Registry) Submit(ctx context.Context, id, line string) error {
 	}
 	if _, err := h.Write(ctx, []byte(line+term)); err != nil {
 		return p.stdinErr("submit to", err)
+	}
+	return nil
+}
+
+// Resize changes the terminal size of a process started with a PTY, also
+// one re-attached after a restart. It fails with ErrInvalidOptions for a
+// size of zero and with ErrNotRunning once the process has ended.
+func (r *Registry) Resize(ctx context.Context, id string, size env.WindowSize) error {
+	if size.Rows == 0 || size.Cols == 0 {
+		return fmt.Errorf("%w: window size %dx%d: rows and columns must both be at least 1", ErrInvalidOptions, size.Rows, size.Cols)
+	}
+	p, h, err := r.running(id, "resize")
+	if err != nil {
+		return err
+	}
+	if p.opts.PTY == nil {
+		return fmt.Errorf("%w: resize %s: it has no terminal (start it with a PTY)", ErrInvalidOptions, p.id)
+	}
+	if err := h.Resize(ctx, size); err != nil {
+		if errors.Is(err, env.ErrExited) {
+			return fmt.Errorf("registry: resize %s: %w: %w", p.id, ErrNotRunning, err)
+		}
+		return fmt.Errorf("registry: resize %s: %w", p.id, err)
 	}
 	return nil
 }

@@ -230,3 +230,22 @@ func touch(t *testing.T, path string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
 }
+
+func TestResize(t *testing.T) {
+	r := newLocal(t, nil)
+	ctx := context.Background()
+	in, err := r.Start(ctx, StartOptions{PTY: &env.WindowSize{Rows: 24, Cols: 80},
+		Command: `trap 'stty size' WINCH; stty size; while :; do sleep 0.05; done`})
+	require.NoError(t, err)
+	waitOutput(t, r, in.ID, "24 80")
+	require.NoError(t, r.Resize(ctx, in.ID, env.WindowSize{Rows: 40, Cols: 120}))
+	waitOutput(t, r, in.ID, "40 120")
+
+	require.ErrorIs(t, r.Resize(ctx, in.ID, env.WindowSize{Rows: 0, Cols: 120}), ErrInvalidOptions)
+	plain, err := r.Start(ctx, StartOptions{Command: "sleep 60"})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Resize(ctx, plain.ID, env.WindowSize{Rows: 40, Cols: 120}), ErrInvalidOptions)
+	_, err = r.Kill(ctx, in.ID, KillOptions{Force: true})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Resize(ctx, in.ID, env.WindowSize{Rows: 40, Cols: 120}), ErrNotRunning)
+}

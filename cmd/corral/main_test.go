@@ -190,3 +190,28 @@ func TestRunInProcess(t *testing.T) {
 		}
 	})
 }
+
+func TestParseWindowSize(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		rows, cols uint16
+		ok         bool
+	}{
+		{"40x120", 40, 120, true},
+		{"24X80", 24, 80, true},
+		{"1x1", 1, 1, true},
+		{"65535x65535", 65535, 65535, true},
+		{"0x80", 0, 0, false},
+		{"24x0", 0, 0, false},
+		{"65536x80", 0, 0, false},
+		{"24*80", 0, 0, false},
+		{"x80", 0, 0, false},
+		{"-1x80", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		rows, cols, err := parseWindowSize(tc.in)
+		if (err == nil) != tc.ok || rows != tc.rows || cols != tc.cols {
+			t.Errorf("parseWindowSize(%q) = %d, %d, %v; want %d, %d, ok %v", tc.in, rows, cols, err, tc.rows, tc.cols, tc.ok)
+		}
+	}
+}

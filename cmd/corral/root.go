@@ -112,7 +112,7 @@ host ("ssh://user@host").`,
 	// Background processes through the daemon (serve.go, client.go).
 	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
 		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
-		newSendCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
+		newSendCommand(stdout, stderr), newResizeCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
 		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr))
 	return root
 }
