@@ -1208,15 +1208,27 @@ func (r *Registry) KillAll(ctx context.Context, opts KillAllOptions) ([]KillResu
 	targets := r.selectProcs(ListOptions{Labels: opts.Labels})
 	results := make([]KillResult, len(targets))
 	errs := make([]error, len(targets))
+	finished := make([]bool, len(targets))
 	var wg sync.WaitGroup
 	for i, p := range targets {
+		finished[i] = p.endedAt.Load() != 0
 		wg.Go(func() {
 			results[i], errs[i] = p.kill(ctx, killPlan{sig: sig, grace: grace, escalate: !opts.NoEscalate, reason: StateKilled})
 			results[i].ID = p.id
 		})
 	}
 	wg.Wait()
-	return results, errors.Join(errs...)
+	// A process that had finished before the selection and turned out to
+	// have nothing left to signal (its tree was not looked at yet) is not
+	// part of what KillAll did.
+	kept := results[:0]
+	for i, res := range results {
+		if finished[i] && res.Signal == "" && errs[i] == nil {
+			continue
+		}
+		kept = append(kept, res)
+	}
+	return kept, errors.Join(errs...)
 }
 
 // List returns snapshots of the processes opts selects, oldest first.
