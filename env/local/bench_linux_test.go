@@ -3,9 +3,14 @@ package local
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/env"
+	"golang.org/x/sys/unix"
 )
 
 func benchEnv(b *testing.B, disableCgroup bool) *Env {
@@ -102,6 +107,105 @@ func BenchmarkOutputThroughput(b *testing.B) {
 				}
 				_ = p.Release()
 			}
+		})
+	}
+}
+
+// BenchmarkDetachedStartWait is the cost of one detached process's whole
+// life (start, read all output, wait, remove) against the same for a
+// process started with pipes, in the same Env (cgroups where usable).
+// make bench checks detached/pipes.
+func BenchmarkDetachedStartWait(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		detach bool
+	}{{"corral", true}, {"baseline", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := benchEnv(b, !cgroupUsable())
+			ctx := context.Background()
+			spec := env.Spec{Command: "true", Detach: c.detach}
+			for b.Loop() {
+				p, err := e.Start(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := p.Output(ctx, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, r); err != nil {
+					b.Fatal(err)
+				}
+				_ = r.Close()
+				if _, err := p.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if c.detach {
+					if err := p.Remove(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				_ = p.Release()
+			}
+		})
+	}
+}
+
+func cgroupUsable() bool {
+	_, _, err := findCgroup()
+	return err == nil
+}
+
+// BenchmarkDetachedExitDetection measures how long after a command ended
+// Wait returns, as the median in ms (exit-detect-ms): detached (corral)
+// and with pipes (baseline). The command tells the benchmark when it ends
+// by writing to a FIFO as its last action; it idles first, as real
+// commands do, so Wait is in its steady state when the exit comes.
+func BenchmarkDetachedExitDetection(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		detach bool
+	}{{"corral", true}, {"baseline", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := benchEnv(b, !cgroupUsable())
+			fifo := filepath.Join(b.TempDir(), "ended")
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			var lat []time.Duration
+			for b.Loop() {
+				ended := make(chan time.Time, 1)
+				go func() {
+					f, err := os.Open(fifo)
+					if err != nil {
+						ended <- time.Time{}
+						return
+					}
+					defer f.Close()
+					_, _ = io.ReadAll(f)
+					ended <- time.Now()
+				}()
+				p, err := e.Start(ctx, env.Spec{Command: "sleep 0.02; echo x >'" + fifo + "'", Detach: c.detach})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+				done := time.Now()
+				at := <-ended
+				if at.IsZero() {
+					b.Fatal("fifo")
+				}
+				lat = append(lat, done.Sub(at))
+				if c.detach {
+					_ = p.Remove(ctx)
+				}
+				_ = p.Release()
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "exit-detect-ms")
 		})
 	}
 }

@@ -232,6 +232,13 @@ var DefaultChecks = []Check{
 	// 200 MB/s or more.
 	{Bench: "PluginStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.5},
 	{Bench: "PluginOutput", Unit: "MB/s", Kind: AtLeast, Limit: 200},
+	// A detached local process (corral start, the daemon) is as fast as a
+	// foreground one: start+wait at most 3x the pipes variant, its exit
+	// seen within 2 ms, a flood of output ingested by an in-process
+	// registry at 70 % or more of the raw pipeline into /dev/null.
+	{Bench: "DetachedStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 3},
+	{Bench: "DetachedExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 2},
+	{Bench: "DetachedIngest", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.7},
 }
 
 // Row is one line of the table.

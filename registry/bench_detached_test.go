@@ -1,0 +1,68 @@
+//go:build linux
+
+package registry
+
+import (
+	"context"
+	"log/slog"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/local"
+)
+
+// detachedIngestBytes is what the ingest benchmark's pipeline writes.
+const detachedIngestBytes = 200 << 20
+
+var detachedIngestPipeline = "head -c 209715200 /dev/zero | tr '\\0' a"
+
+// BenchmarkDetachedIngest runs a flood of output through an in-process
+// registry whose local Environment detaches the process (what corral start
+// and the daemon do): Start, then Wait until every byte is in the
+// registry's buffer. The baseline is the raw pipeline into /dev/null,
+// measured in the same run. make bench checks corral/baseline in MB/s.
+func BenchmarkDetachedIngest(b *testing.B) {
+	b.Run("corral", func(b *testing.B) {
+		stateDir := b.TempDir()
+		r, err := New(Config{
+			Open: func(ctx context.Context, target string) (env.Environment, error) {
+				return local.New(local.Options{StateDir: stateDir, Logger: slog.New(slog.DiscardHandler)})
+			},
+			MaxProcesses: 16,
+			DefaultGrace: time.Second,
+			Logger:       slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Close() })
+		ctx := context.Background()
+		b.SetBytes(detachedIngestBytes)
+		for b.Loop() {
+			in, err := r.Start(ctx, StartOptions{Command: detachedIngestPipeline})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !in.Detached {
+				b.Fatal("the process was not detached")
+			}
+			in, err = r.Wait(ctx, in.ID, 0)
+			if err != nil || in.OutputBytes != detachedIngestBytes {
+				b.Fatalf("Wait: %d bytes, %v", in.OutputBytes, err)
+			}
+			if err := r.Remove(ctx, in.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		b.SetBytes(detachedIngestBytes)
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", detachedIngestPipeline+" >/dev/null").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
