@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,16 +45,12 @@ type detached struct {
 }
 
 func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, error) {
-	exe, err := shimExecutable()
-	if err != nil {
-		return nil, fmt.Errorf("local: start detached: find own executable for the shim: %w", err)
-	}
 	id := newID()
 	dir := filepath.Join(e.stateDir, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: start detached: %w", err)
 	}
-	d, err := e.launchShim(ctx, exe, id, dir, spec)
+	d, err := e.startOnServer(ctx, id, spec)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("local: start detached %q: %w", spec.Command, err)
@@ -63,7 +58,9 @@ func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, erro
 	return d, nil
 }
 
-func (e *Env) launchShim(ctx context.Context, exe, id, dir string, spec env.Spec) (*detached, error) {
+// startOnServer asks the state directory's shim server (started on demand)
+// to run the command.
+func (e *Env) startOnServer(ctx context.Context, id string, spec env.Spec) (*detached, error) {
 	workDir := spec.Dir
 	if workDir == "" {
 		wd, err := os.Getwd()
@@ -76,67 +73,23 @@ func (e *Env) launchShim(ctx context.Context, exe, id, dir string, spec env.Spec
 	if err != nil {
 		return nil, err
 	}
-	cfg := shimConfig{Command: spec.Command, Dir: workDir, Stdin: spec.Stdin, ID: id, SpecTag: spec.Tag}
+	cfg := shimConfig{Command: spec.Command, Dir: workDir, Env: e.commandEnv(spec), Stdin: spec.Stdin, PTY: spec.PTY, ID: id, SpecTag: spec.Tag}
 	if e.sys.cgroupBase != "" {
 		cfg.CgroupBase, cfg.CgroupRel = e.sys.cgroupBase, e.sys.cgroupRel
 	} else {
 		cfg.Tag = treeTagPrefix + id
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileShimConfig), cfg); err != nil {
-		return nil, err
-	}
-	if spec.Stdin {
-		if err := unix.Mkfifo(filepath.Join(dir, fileStdin), 0o600); err != nil {
-			return nil, fmt.Errorf("create stdin fifo: %w", err)
-		}
-	}
-	shimLog, err := os.OpenFile(filepath.Join(dir, fileShimLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	rep, hello, err := e.shim.request(ctx, &shimRequest{Op: "start", ID: id, Start: &cfg}, true)
 	if err != nil {
 		return nil, err
 	}
-	defer shimLog.Close()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	if rep.Error != "" {
+		return nil, fmt.Errorf("shim server %d: %s", hello.PID, rep.Error)
 	}
-	defer readyR.Close()
-
-	cmd := exec.Command(exe)
-	cmd.Args = []string{"corral-shim"}
-	cmd.Env = append(e.commandEnv(spec), shimEnvVar+"=1:"+dir)
-	cmd.Dir = "/"
-	cmd.Stderr = shimLog
-	cmd.ExtraFiles = []*os.File{readyW}
-	// Its own session, outside the command's cgroup and group: a tree kill
-	// never reaches the shim, which must live to record the exit.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
-	_ = readyW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("start shim: %w", err)
+	if rep.State == nil || rep.State.PID <= 0 {
+		return nil, fmt.Errorf("shim server %d: no process in its answer", hello.PID)
 	}
-	if d, ok := ctx.Deadline(); ok {
-		_ = readyR.SetReadDeadline(d)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = readyR.SetReadDeadline(time.Now()) })
-	msg, readErr := io.ReadAll(io.LimitReader(readyR, 64<<10))
-	stop()
-	_ = cmd.Wait() // the first stage leaves as soon as the second runs
-	if readErr != nil {
-		return nil, fmt.Errorf("wait for shim: %w", readErr)
-	}
-	if string(msg) != "ok" {
-		if len(msg) == 0 {
-			diag, _ := os.ReadFile(filepath.Join(dir, fileShimLog))
-			msg = append([]byte("shim exited without reporting"), bytes.TrimSpace(diag)...)
-		}
-		return nil, errors.New(string(msg))
-	}
-	st, err := readState(dir)
-	if err != nil {
-		return nil, err
-	}
-	return e.newHandle(id, dir, st)
+	return e.newHandle(id, filepath.Join(e.stateDir, id), *rep.State)
 }
 
 func readState(dir string) (shimState, error) {
@@ -487,11 +440,39 @@ func (d *detached) Survivors(ctx context.Context) ([]int, error) {
 	return pids, nil
 }
 
+// Resize asks the shim server holding the terminal to resize it. With
+// the exit recorded it returns env.ErrExited; with the server gone (the
+// terminal went with it) the error names the shim, as Wait's does.
 func (d *detached) Resize(ctx context.Context, size env.WindowSize) error {
 	if d.released.Load() {
 		return d.errorf("resize", env.ErrReleased)
 	}
-	return d.errorf("resize", fmt.Errorf("no PTY: %w", env.ErrUnsupported))
+	if !d.st.PTY {
+		return d.errorf("resize", fmt.Errorf("no PTY: %w", env.ErrUnsupported))
+	}
+	if _, exited := d.readExit(); exited {
+		return d.errorf("resize", env.ErrExited)
+	}
+	// Never start a server for this: only the one running the process
+	// holds its terminal.
+	rep, hello, err := d.env.shim.request(ctx, &shimRequest{Op: "resize", ID: d.id, Size: &size}, false)
+	switch {
+	case err != nil && !d.shimAlive():
+		return d.errorf("resize", errLost)
+	case err != nil:
+		return d.errorf("resize", err)
+	case hello.PID != d.st.ShimPID || hello.StartTime != d.st.ShimStart:
+		// Another server (of another protocol version) runs it.
+		return d.errorf("resize", fmt.Errorf("the process runs under shim server %d, which this supervisor cannot reach: %w", d.st.ShimPID, env.ErrUnsupported))
+	case rep.Gone:
+		if _, exited := d.readExit(); exited || !d.leaderLive() {
+			return d.errorf("resize", env.ErrExited)
+		}
+		return d.errorf("resize", errors.New("the shim server no longer holds the terminal"))
+	case rep.Error != "":
+		return d.errorf("resize", errors.New(rep.Error))
+	}
+	return nil
 }
 
 func (d *detached) Ref() (env.Ref, error) {

@@ -15,6 +15,12 @@ type detached struct{ env.Process }
 
 func (d *detached) Release() error { return nil }
 
+// shimClient connects to the shim server of detached processes, which
+// only Linux has.
+type shimClient struct{ stateDir string }
+
+func (c *shimClient) close() {}
+
 func (e *Env) startDetached(context.Context, env.Spec) (*detached, error) {
 	return nil, fmt.Errorf("local: start: detached processes need Linux: %w", env.ErrUnsupported)
 }

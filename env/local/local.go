@@ -51,6 +51,7 @@ type Env struct {
 	stateDir string
 	baseEnv  []string
 	sys      *system
+	shim     shimClient
 
 	mu       sync.Mutex
 	closed   bool
@@ -97,6 +98,7 @@ func New(opts Options) (*Env, error) {
 		stateDir: stateDir,
 		baseEnv:  base,
 		sys:      sys,
+		shim:     shimClient{stateDir: stateDir},
 		children: make(map[*child]struct{}),
 		handles:  make(map[*detached]struct{}),
 	}, nil
@@ -138,9 +140,6 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		return nil, fmt.Errorf("local: start: %w", env.ErrReleased)
 	}
 	if spec.Detach {
-		if spec.PTY != nil {
-			return nil, fmt.Errorf("local: start: a detached process cannot have a PTY: %w", env.ErrUnsupported)
-		}
 		d, err := e.startDetached(ctx, spec)
 		if err != nil {
 			return nil, err
@@ -200,7 +199,8 @@ func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
 }
 
 // Close kills every process started without Detach (whole tree), waits for
-// them briefly, and releases every handle. Detached processes keep running.
+// them briefly, releases every handle and disconnects from the shim
+// server. Detached processes keep running.
 func (e *Env) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -245,6 +245,8 @@ func (e *Env) Close() error {
 	for _, d := range handles {
 		_ = d.Release()
 	}
+	// Let go of the shim server: it leaves once it runs nothing more.
+	e.shim.close()
 	return errors.Join(errs...)
 }
 

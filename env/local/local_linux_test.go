@@ -107,7 +107,7 @@ func TestCapabilities(t *testing.T) {
 		if c.TreeKill != want {
 			t.Errorf("TreeKill = %q, want %q", c.TreeKill, want)
 		}
-		if !c.PTY || !c.Resize || !c.Stdin || !c.Reattach || c.ReattachPTY || c.ReplayOutput || len(c.Notes) == 0 {
+		if !c.PTY || !c.Resize || !c.Stdin || !c.Reattach || !c.ReattachPTY || c.ReplayOutput || len(c.Notes) == 0 {
 			t.Errorf("Capabilities = %+v", c)
 		}
 		if e.Name() != "local" {
@@ -463,9 +463,6 @@ func TestLiveOutputOpensOnce(t *testing.T) {
 func TestDetachedRules(t *testing.T) {
 	e := newTestEnv(t, false)
 	defer e.Close()
-	if _, err := e.Start(testCtx(t), env.Spec{Command: "true", Detach: true, PTY: &env.WindowSize{Rows: 1, Cols: 1}}); !errors.Is(err, env.ErrUnsupported) {
-		t.Errorf("PTY+Detach = %v, want ErrUnsupported", err)
-	}
 	m := marker()
 	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + m, Detach: true})
 	// Signal only once the shell has written: a TERM before the echo

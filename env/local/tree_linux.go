@@ -180,10 +180,10 @@ func procCgroup(pid string) (string, error) {
 func (s *system) capabilities() env.Capabilities {
 	c := env.Capabilities{
 		PTY: true, Resize: true, Stdin: true, Reattach: true,
-		ReattachPTY: false, ReplayOutput: false,
+		ReattachPTY: true, ReplayOutput: false,
 		Notes: []string{
 			"output of non-detached processes is a live stream: it can be opened once (ReplayOutput applies to detached processes only)",
-			"a detached process cannot have a PTY",
+			"detached processes run under one shim server per state directory, which holds their terminals",
 			fmt.Sprintf("after a process exits, output from descendants still holding its output is collected for %s", OutputGrace),
 		},
 	}
