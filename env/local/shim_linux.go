@@ -179,7 +179,7 @@ type shimServer struct {
 	// the first request.
 	reserved bool
 	exiting  bool
-	cgroups []string // cgroups of ended leaders, removed once empty
+	cgroups  []string // cgroups of ended leaders, removed once empty
 
 	wake  chan struct{}
 	work  sync.WaitGroup // terminal copiers and connection handlers
