@@ -15,6 +15,7 @@ func newTestEnvIn(t *testing.T, stateDir string, disableCgroup bool) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
 

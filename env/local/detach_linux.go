@@ -98,6 +98,8 @@ func readState(dir string) (shimState, error) {
 	if err != nil {
 		return st, err
 	}
+	// The first line; the exit status may follow.
+	data, _, _ = bytes.Cut(data, []byte("\n"))
 	if err := json.Unmarshal(data, &st); err != nil {
 		return st, fmt.Errorf("parse %s: %w", fileState, err)
 	}
@@ -175,12 +177,30 @@ func (d *detached) errorf(op string, err error) error {
 	return fmt.Errorf("local: %s %d (%s): %w", op, d.st.PID, d.id, err)
 }
 
-// readExit returns the recorded exit status, if the shim wrote it.
+// readExit returns the recorded exit status, if the shim wrote it: the
+// second line of state.json, or (a process of an earlier per-process
+// shim) the exit file.
 func (d *detached) readExit() (env.ExitStatus, bool) {
-	data, err := os.ReadFile(filepath.Join(d.dir, fileExit))
+	if d.st.Server == 0 {
+		data, err := os.ReadFile(filepath.Join(d.dir, fileExit))
+		if err != nil {
+			return env.ExitStatus{}, false
+		}
+		return parseExit(data)
+	}
+	data, err := os.ReadFile(filepath.Join(d.dir, fileState))
 	if err != nil {
 		return env.ExitStatus{}, false
 	}
+	_, rest, ok := bytes.Cut(data, []byte("\n"))
+	// Only a whole line counts: the server may be writing it.
+	if !ok || len(rest) == 0 || rest[len(rest)-1] != '\n' {
+		return env.ExitStatus{}, false
+	}
+	return parseExit(rest)
+}
+
+func parseExit(data []byte) (env.ExitStatus, bool) {
 	var st env.ExitStatus
 	if err := json.Unmarshal(data, &st); err != nil {
 		return env.ExitStatus{}, false
@@ -243,7 +263,7 @@ func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if d.released.Load() {
 		return env.ExitStatus{}, d.errorf("wait for", env.ErrReleased)
 	}
-	w := newDirWatch(d.dir)
+	w := d.env.newDirWatch(d.dir)
 	defer w.Close()
 	for {
 		if st, ok := d.readExit(); ok {
@@ -252,7 +272,7 @@ func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 		if d.lost() {
 			return env.ExitStatus{}, d.errorf("wait for", errLost)
 		}
-		if err := w.wait(ctx, nil); err != nil {
+		if _, err := w.wait(ctx, nil); err != nil {
 			return env.ExitStatus{}, err
 		}
 	}
@@ -276,7 +296,7 @@ func (d *detached) Output(ctx context.Context, offset int64) (io.ReadCloser, err
 		_ = f.Close()
 		return nil, d.errorf("output of", err)
 	}
-	return &logStream{d: d, f: f, ctx: ctx, w: newDirWatch(d.dir), closed: make(chan struct{})}, nil
+	return &logStream{d: d, f: f, ctx: ctx, w: d.env.newDirWatch(d.dir), closed: make(chan struct{})}, nil
 }
 
 // logStream follows a detached process's log file until the exit is
@@ -291,15 +311,16 @@ type logStream struct {
 }
 
 func (s *logStream) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	exited, changed := false, false
 	for {
 		select {
 		case <-s.closed:
 			return 0, os.ErrClosed
 		default:
 		}
-		// Look for the exit before reading: output written before the exit
-		// was recorded is then certainly in the file.
-		_, exited := s.d.readExit()
 		n, err := s.f.Read(p)
 		if n > 0 {
 			s.w.activity()
@@ -308,13 +329,24 @@ func (s *logStream) Read(p []byte) (int, error) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return 0, err
 		}
-		if len(p) == 0 {
-			return 0, nil
-		}
-		if exited || s.d.lost() {
+		if exited {
+			// The exit was recorded before this read found the end:
+			// everything the command wrote is read.
 			return 0, io.EOF
 		}
-		if err := s.w.wait(s.ctx, s.closed); err != nil {
+		// At the end of what is written. Once the exit is recorded, read
+		// once more (output written before the record is then certainly
+		// in the file) and end.
+		if _, exited = s.d.readExit(); exited {
+			continue
+		}
+		// A dead shim server announces nothing: look after a quiet spell
+		// (the wait's bound), not on every change while output flows.
+		if !changed && s.d.lost() {
+			exited = true
+			continue
+		}
+		if changed, err = s.w.wait(s.ctx, s.closed); err != nil {
 			return 0, err
 		}
 	}

@@ -21,6 +21,11 @@ type shimClient struct{ stateDir string }
 
 func (c *shimClient) close() {}
 
+// dirHub watches process directories, which only Linux has.
+type dirHub struct{}
+
+func (h *dirHub) close() {}
+
 func (e *Env) startDetached(context.Context, env.Spec) (*detached, error) {
 	return nil, fmt.Errorf("local: start: detached processes need Linux: %w", env.ErrUnsupported)
 }

@@ -52,6 +52,7 @@ type Env struct {
 	baseEnv  []string
 	sys      *system
 	shim     shimClient
+	hub      dirHub
 
 	mu       sync.Mutex
 	closed   bool
@@ -247,6 +248,7 @@ func (e *Env) Close() error {
 	}
 	// Let go of the shim server: it leaves once it runs nothing more.
 	e.shim.close()
+	e.hub.close()
 	return errors.Join(errs...)
 }
 

@@ -71,6 +71,11 @@ type shimState struct {
 	PTY         bool   `json:"pty,omitempty"`
 	SpecTag     string `json:"spec_tag,omitempty"`
 	CommandLine string `json:"command"`
+	// Server is the protocol version of the shim server that runs the
+	// process, which records the exit as a second line of state.json; 0
+	// names the per-process shim of earlier versions, which wrote a
+	// separate exit file.
+	Server int `json:"server,omitempty"`
 }
 
 // shimProtocol is the version of the conversation between supervisor and
@@ -163,10 +168,11 @@ type shimServer struct {
 	start    uint64
 	ln       *net.UnixListener
 
-	// forkMu is read-locked from a fork until the child is registered, and
-	// write-locked while reaping: a child that exits at once is reaped
-	// only after it is known, and its /proc entry (the start time) stays
-	// readable until then.
+	// forkMu is read-locked from a fork until the child is registered and
+	// its state.json written, and write-locked while reaping: a child that
+	// exits at once is reaped only after it is known, its /proc entry (the
+	// start time) stays readable until then, and its exit is appended to
+	// a state.json that exists.
 	forkMu sync.RWMutex
 
 	mu      sync.Mutex
@@ -558,10 +564,12 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 		s.ptys[p.id] = p
 	}
 	s.mu.Unlock()
-	s.forkMu.RUnlock()
+	// The exit is appended to state.json: the reaper must not record it
+	// before the file exists, so the read lock is held until then.
+	defer s.forkMu.RUnlock()
 
 	st := &shimState{PID: pid, StartTime: startTime, Tag: cfg.Tag, ShimPID: s.pid, ShimStart: s.start,
-		Stdin: cfg.Stdin, PTY: cfg.PTY != nil, SpecTag: cfg.SpecTag, CommandLine: cfg.Command}
+		Stdin: cfg.Stdin, PTY: cfg.PTY != nil, SpecTag: cfg.SpecTag, CommandLine: cfg.Command, Server: shimProtocol}
 	if p.cgroup != "" {
 		st.Cgroup = filepath.Join(cfg.CgroupRel, cfg.ID)
 	}
@@ -662,9 +670,16 @@ func (p *serverProc) ended(ws unix.WaitStatus) {
 	p.recordExit(ws)
 }
 
+// recordExit appends the exit status to state.json as its second line.
+// Appending to a file that exists allocates no inode: on ext4 with many
+// recent deletions (a busy state directory) creating a file costs up to a
+// millisecond, which a separate exit file would add to every exit seen.
+// A reader sees the line whole or not at all (one small write, and it
+// parses only a complete line); O_APPEND without O_CREAT never recreates
+// a removed directory's file.
 func (p *serverProc) recordExit(ws unix.WaitStatus) {
 	status := statusFromWait(syscall.WaitStatus(ws))
-	if err := writeJSONAtomic(filepath.Join(p.dir, fileExit), status); err != nil {
+	if err := appendExit(filepath.Join(p.dir, fileState), status); err != nil {
 		// The directory may be gone (removed by its owner): never
 		// recreate it.
 		p.s.log.Warn("record exit", "id", p.id, "err", err)
@@ -962,6 +977,22 @@ func dirExists(dir string) bool {
 	return err == nil
 }
 
+func appendExit(path string, status env.ExitStatus) error {
+	data, err := json.Marshal(status)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(data, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeJSONAtomic writes v to path via a temporary file and a rename, so
 // a reader sees the whole file or none. No fsync: these files describe
 // processes, which a machine crash ends anyway; what matters is that no
@@ -971,6 +1002,8 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	// A line: the exit status may follow it (see recordExit).
+	data = append(data, '\n')
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
