@@ -53,38 +53,80 @@
 //
 // # Detached processes
 //
-// Spec.Detach (Linux, pipes only) runs the command under a small shim: the
-// supervisor's own executable, re-executed with CORRAL_LOCAL_SHIM set, which
-// the init function of this package recognises before main runs — so any
-// binary importing env/local (the corral CLI, a test binary) can act as the
-// shim. The shim double-starts itself so it is re-parented away from the
-// supervisor, makes itself a child subreaper, and runs the command in its
-// own session and cgroup, with output appended to a log file and stdin read
-// from a FIFO in a private directory (mode 0700) under Options.StateDir.
-// It reaps the command and every orphaned descendant and writes the exit
-// status atomically as JSON. Any supervisor can then Attach with the Ref,
-// read the output from any offset, and get the real status — an exit code
-// and a signal are never confused, since the shim reads the raw wait status.
-// Readers of the log and Wait wake on inotify events of the directory
-// (falling back to adaptive polling), and at least every 500 ms, which is
-// how a shim that died without recording the exit is noticed: Wait then
-// fails with an error naming the shim instead of hanging. A detached
-// stream ends once the exit is recorded and the log read to its end;
-// output descendants append later is in the log for the next Output.
+// Spec.Detach (Linux) runs the command under the shim server of the state
+// directory (Options.StateDir): one long-lived process per directory, not
+// one per command, because each Go exec costs milliseconds and a detached
+// start must cost about what a plain one does. The server is the
+// supervisor's own executable, re-executed with CORRAL_LOCAL_SHIM set,
+// which the init function of this package recognises before main runs —
+// so any binary importing env/local (the corral CLI, a test binary) can
+// act as the server. An Env starts it on the first detached start that
+// finds none answering: it double-starts so it is re-parented away from
+// the supervisor, runs in a session of its own and makes itself a child
+// subreaper. Supervisors start servers one at a time (flock on
+// shim-v1.start) and the server holds shim-v1.lock for its whole life, so
+// two Envs never start two servers and a stale socket (of a server that
+// died) is replaced only by the lock's holder.
 //
-// The shim is not in the command's cgroup or process group, so a tree kill
-// never ends it; it stays in the supervisor's cgroup (a service manager
-// that kills the supervisor's whole cgroup ends detached processes too).
-// A Ref is validated strictly on Attach: its directory must be exactly
-// <StateDir>/<id>, and the recorded PID and start time must match.
+// The server listens on shim-v1.sock in the state directory, or, where
+// that path does not fit sockaddr_un (108 bytes), on an abstract socket
+// named after the uid and a hash of the directory; both ends check the
+// other's uid with SO_PEERCRED. The protocol version is part of these
+// names and of the greeting: a server of another version is left alone
+// to finish its own processes (their files work for Attach whatever the
+// version) and new starts go to a server of ours. Messages are JSON
+// lines; an Env keeps its connections open (which keeps the server) and
+// Close lets go. A start is one request: the server forks /bin/sh -c in
+// a new session, in the process's cgroup (CLONE_INTO_CGROUP) or with its
+// tree tag, writes state.json and answers. Every command starts with
+// default signal dispositions and the signal mask the server was started
+// with: the server catches HUP, INT and PIPE (a caught signal is reset on
+// exec) and never ignores one a command would inherit.
 //
-// The process directory holds: shim.json (what to run), state.json (PIDs,
-// start times, cgroup, tag), log, exit, stdin (FIFO), stdin.closed (the
-// marker that asks the shim to close its end of the FIFO) and shim.log (the
-// shim's own diagnostics). Directories are kept until Process.Remove; a
-// caller that never removes them owns their cleanup.
+// One reaper (woken by SIGCHLD) reaps leaders and every orphan re-parented
+// to the server. Starters hold a read lock from the fork until state.json
+// is written, the reaper the write lock, so a command that exits at once
+// is known, its start time readable, and its state recorded before its
+// exit. The exit is appended to state.json as its second line, the same
+// JSON as the exit file of earlier versions, from the raw wait status, so
+// an exit code and a signal are never confused: an append allocates no
+// inode, and creating a file on a busy ext4 directory can cost a
+// millisecond. The server leaves once it has no child and no client.
 //
-// PTY with Detach is unsupported (Capabilities.ReattachPTY is false).
+// Exit detection and output stay file based, so any supervisor can Attach
+// with the Ref, read the output from any offset and get the real status:
+// Wait and log readers wake on inotify events of the process directory
+// (one inotify instance per Env; falling back to adaptive polling) — the
+// path from the exit to Wait returning has no sleep — and at least every
+// 500 ms, which is how a server that died without recording the exit is
+// noticed: Wait then fails with an error naming the shim instead of
+// hanging, and the next start starts a new server. A detached stream ends
+// once the exit is recorded and the log read to its end; output
+// descendants append later is in the log for the next Output.
+//
+// The server is not in any command's cgroup or process group, so a tree
+// kill never ends it; it stays in the cgroup of the supervisor that
+// started it (a service manager that kills that cgroup ends detached
+// processes too). A Ref is validated strictly on Attach: its directory
+// must be exactly <StateDir>/<id>, and the recorded PID and start time
+// must match.
+//
+// The process directory holds: state.json (PIDs, start times, cgroup,
+// tag; then the exit status), log, stdin (FIFO), stdin.closed (the marker
+// that asks the server to let go of its end of the FIFO) and shim.log
+// (the server's diagnostics about the process). The state directory also
+// holds shim-v1.sock, shim-v1.lock, shim-v1.start and shim-v1.log (the
+// server's own log). Directories are kept until Process.Remove; a caller
+// that never removes them owns their cleanup.
+//
+// Detached PTY processes (Capabilities.ReattachPTY): the server allocates
+// the terminal and holds its master, copies its output into the log
+// (before recording the exit it reads the master until it is empty, so
+// what the leader wrote is in the log), forwards what arrives in the
+// stdin FIFO into it (CloseStdin types ^D once every writer let go) and
+// resizes it on request from any supervisor. Resize returns env.ErrExited
+// once the exit is recorded, and errLost (naming the shim) when the server
+// is gone, since the terminal went with it.
 //
 // # Stdin on a terminal
 //
