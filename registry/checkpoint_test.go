@@ -121,7 +121,12 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 		t.Fatalf("cannot find the state directory in Ref %s", vanishInfo.Ref.Data)
 	}
 	syscall.Kill(-vanishInfo.PID, syscall.SIGKILL)
-	eventually(t, "condition", func() bool { _, err := os.Stat(filepath.Join(refData.Dir, "exit")); return err == nil })
+	// The local shim server records the exit as the second line of
+	// state.json.
+	eventually(t, "condition", func() bool {
+		b, err := os.ReadFile(filepath.Join(refData.Dir, "state.json"))
+		return err == nil && bytes.Count(b, []byte("\n")) >= 2
+	})
 	if err := os.RemoveAll(refData.Dir); err != nil {
 		t.Fatal(err)
 	}
