@@ -126,12 +126,6 @@ func shimMain(v string) int {
 		fmt.Fprintf(os.Stderr, "corral shim: malformed %s\n", shimEnvVar)
 		return 2
 	}
-	if stage == "2" {
-		if err := clearSignalMask(stateDir); err != nil {
-			fmt.Fprintf(ready(), "clear the signal mask: %v", err)
-			return 1
-		}
-	}
 	// Neither the second stage nor any command may inherit the readiness
 	// pipe, or the supervisor would wait for them to end.
 	unix.CloseOnExec(readyFD)
@@ -155,7 +149,7 @@ func shimMain(v string) int {
 		}
 		fmt.Fprintf(ready, "start shim server: %v", err)
 		return 1
-	case "2", "2m": // 2m: re-executed with the signal mask cleared
+	case "2":
 		if err := runShimServer(stateDir, ready); err != nil {
 			fmt.Fprintf(os.Stderr, "corral shim server %s: %v\n", stateDir, err)
 			return 1
@@ -167,37 +161,6 @@ func shimMain(v string) int {
 }
 
 func ready() *os.File { return os.NewFile(readyFD, "ready") }
-
-// clearSignalMask makes sure the server runs with no signal blocked. A Go
-// child gets the signal mask its forking thread's M was created with,
-// which is not always empty (a thread the race runtime or cgo made blocks
-// almost everything), and the server passes its own initial mask on to
-// every command. If anything is blocked, the mask is cleared on this
-// (locked) thread and the server re-executes itself: execve keeps the
-// thread's mask, so the new image starts, and forks, with an empty one.
-// The readiness descriptor survives: it is not close-on-exec yet.
-func clearSignalMask(stateDir string) error {
-	runtime.LockOSThread()
-	var old unix.Sigset_t
-	if err := unix.PthreadSigmask(unix.SIG_SETMASK, nil, &old); err != nil {
-		return err
-	}
-	if old == (unix.Sigset_t{}) {
-		runtime.UnlockOSThread()
-		return nil
-	}
-	var empty unix.Sigset_t
-	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &empty, nil); err != nil {
-		return err
-	}
-	self, err := shimExecutable()
-	if err != nil {
-		return err
-	}
-	// Once only: stage 2m never comes back here.
-	environ := append(dropVars(os.Environ(), func(name string) bool { return name == shimEnvVar }), shimEnvVar+"=2m:"+stateDir)
-	return syscall.Exec(self, os.Args, environ)
-}
 
 // shimServer runs the detached processes of one state directory.
 type shimServer struct {
@@ -585,7 +548,7 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	}
 
 	s.forkMu.RLock()
-	pid, err := syscall.ForkExec("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
+	pid, err := forkExecUnmasked("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
 		Dir: cfg.Dir, Env: environ, Files: files, Sys: sys,
 	})
 	if err != nil {
@@ -631,6 +594,22 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 		return nil, fmt.Errorf("record state: %w", err)
 	}
 	return st, nil
+}
+
+// forkExecUnmasked is syscall.ForkExec with no signal blocked in the
+// child. A Go child starts with the signal mask its forking thread has at
+// that moment, which is not always empty (under the race detector a
+// thread can block almost everything); the command must start with an
+// empty mask, as a plain sh -c from the supervisor does. So the fork runs
+// on a locked thread whose mask was just cleared.
+func forkExecUnmasked(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var empty unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &empty, nil); err != nil {
+		return 0, fmt.Errorf("clear the signal mask: %w", err)
+	}
+	return syscall.ForkExec(argv0, argv, attr)
 }
 
 // reapAndCheck reaps every child that ended, records the leaders' exits,
