@@ -85,7 +85,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 	}
 	hostExited := func(t *testing.T, dirs []string) bool {
 		for _, d := range dirs {
-			if _, err := os.Stat(filepath.Join(d, "exit")); err != nil {
+			if !exitRecorded(d) {
 				return false
 			}
 		}

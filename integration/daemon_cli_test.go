@@ -130,8 +130,8 @@ func TestDaemonCrashRecovery(t *testing.T) {
 			os.WriteFile(filepath.Join(flags, fmt.Sprintf("%d-%d", round, k)), nil, 0o600)
 		}
 		for k := 1; k < n; k += 2 {
-			exitFile := filepath.Join(refs[ids[k]], "exit")
-			waitCond(t, "exit of "+ids[k], func() bool { _, err := os.Stat(exitFile); return err == nil })
+			dir := refs[ids[k]]
+			waitCond(t, "exit of "+ids[k], func() bool { return exitRecorded(dir) })
 		}
 
 		h.startServe()

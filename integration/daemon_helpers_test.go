@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -167,4 +168,19 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// exitRecorded reports whether a process state directory on this machine
+// records the exit: env/nohup's exit file (ssh), or the second line that
+// env/local's shim server appends to state.json.
+func exitRecorded(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "exit")); err == nil {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return false
+	}
+	_, exit, ok := strings.Cut(string(b), "\n")
+	return ok && strings.TrimSpace(exit) != ""
 }
