@@ -104,7 +104,10 @@ func TestDaemonCrashRecovery(t *testing.T) {
 		for k := range n {
 			flag := filepath.Join(flags, fmt.Sprintf("%d-%d", round, k))
 			// Output before the crash, a wait for the flag, output after.
-			cmd := fmt.Sprintf("seq 1 %d; while [ ! -e %s ]; do sleep 0.01; done; seq %d %d; exit %d", lines, flag, lines+1, 2*lines, k%7)
+			// The loop also ends when the flag directory is gone, so that a
+			// failed run (its daemon crashed for good) leaves nothing
+			// polling behind.
+			cmd := fmt.Sprintf("seq 1 %d; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done; seq %d %d; exit %d", lines, flag, flags, lines+1, 2*lines, k%7)
 			ids[k] = strings.TrimSpace(h.mustRun("start", "--label", label, "--", cmd))
 		}
 		waitCond(t, "first output of every process", func() bool {
@@ -332,8 +335,9 @@ func TestDaemonGracefulStopKeepsProcesses(t *testing.T) {
 	}
 	h := newDaemonHome(t, buildCorral(t))
 	h.startServe()
-	flag := filepath.Join(t.TempDir(), "go")
-	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ]; do sleep 0.01; done; echo after; exit 9", flag)))
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "go")
+	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done; echo after; exit 9", flag, dir)))
 	waitCond(t, "first output", func() bool { return h.mustRun("logs", id) == "before\n" })
 	h.serve.Process.Signal(syscall.SIGTERM)
 	if err := h.serve.Wait(); err != nil {
