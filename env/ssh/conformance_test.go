@@ -19,6 +19,8 @@ func TestConformance(t *testing.T) {
 	srv := sshtest.Start(t)
 	base := t.TempDir() + "/state"
 	envtest.Run(t, envtest.Config{
+		// sshd is started by the test, on this machine.
+		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
