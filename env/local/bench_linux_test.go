@@ -47,25 +47,7 @@ func BenchmarkStartWait(b *testing.B) {
 				e := benchEnv(b, mech.disable)
 				ctx := context.Background()
 				for b.Loop() {
-					p, err := e.Start(ctx, kind.spec)
-					if err != nil {
-						b.Fatal(err)
-					}
-					r, err := p.Output(ctx, 0)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := io.Copy(io.Discard, r); err != nil {
-						b.Fatal(err)
-					}
-					_ = r.Close()
-					if _, err := p.Wait(ctx); err != nil {
-						b.Fatal(err)
-					}
-					if kind.spec.Detach {
-						_ = p.Remove(ctx)
-					}
-					_ = p.Release()
+					runWhole(ctx, b, e, kind.spec)
 				}
 			})
 		}
@@ -125,30 +107,36 @@ func BenchmarkDetachedStartWait(b *testing.B) {
 			ctx := context.Background()
 			spec := env.Spec{Command: "true", Detach: c.detach}
 			for b.Loop() {
-				p, err := e.Start(ctx, spec)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r, err := p.Output(ctx, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.Copy(io.Discard, r); err != nil {
-					b.Fatal(err)
-				}
-				_ = r.Close()
-				if _, err := p.Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if c.detach {
-					if err := p.Remove(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				_ = p.Release()
+				runWhole(ctx, b, e, spec)
 			}
 		})
 	}
+}
+
+// runWhole is one whole process life: start, read all output, wait, and
+// remove a detached process's directory.
+func runWhole(ctx context.Context, b *testing.B, e *Env, spec env.Spec) {
+	p, err := e.Start(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := p.Output(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		b.Fatal(err)
+	}
+	_ = r.Close()
+	if _, err := p.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if spec.Detach {
+		if err := p.Remove(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = p.Release()
 }
 
 func cgroupUsable() bool {
