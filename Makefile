@@ -17,7 +17,9 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Extra flags for go test, e.g. GOTESTFLAGS=-v (CI) or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
-TEST_TIMEOUT ?= 10m
+# integration (daemon, docker, ssh, plugins end to end) takes 6-7 min of CI's
+# race-enabled run on 2 cores; 15m leaves it headroom on a loaded machine.
+TEST_TIMEOUT ?= 15m
 # -benchtime for make bench; each benchmark sizes its own work per op.
 BENCHTIME ?= 1s
 
