@@ -198,8 +198,13 @@ func TestKillWithoutEscalation(t *testing.T) {
 		assert.Equal(t, StateRunning, got.State)
 	})
 
-	_, err := r.Kill(ctx, "proc_0123456789abcdef", KillOptions{Force: true, NoEscalate: true})
-	require.Error(t, err)
+	in, err := r.Start(ctx, StartOptions{Command: "sleep 60"})
+	require.NoError(t, err)
+	_, err = r.Kill(ctx, in.ID, KillOptions{Force: true, NoEscalate: true})
+	require.ErrorIs(t, err, ErrInvalidOptions, "force and no-escalate contradict each other")
+	got, err := r.Get(in.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StateRunning, got.State, "a rejected kill sends nothing")
 }
 
 // TestRunTimeoutReportsTheKill: Run's result carries the kill's facts.

@@ -93,15 +93,19 @@ func BenchmarkOutputThroughput(b *testing.B) {
 	}
 }
 
+// detachedVsPipes are the two sides of the Detached benchmarks: a detached
+// process (corral) against one started with pipes (baseline).
+var detachedVsPipes = []struct {
+	name   string
+	detach bool
+}{{"corral", true}, {"baseline", false}}
+
 // BenchmarkDetachedStartWait is the cost of one detached process's whole
 // life (start, read all output, wait, remove) against the same for a
 // process started with pipes, in the same Env (cgroups where usable).
 // make bench checks detached/pipes.
 func BenchmarkDetachedStartWait(b *testing.B) {
-	for _, c := range []struct {
-		name   string
-		detach bool
-	}{{"corral", true}, {"baseline", false}} {
+	for _, c := range detachedVsPipes {
 		b.Run(c.name, func(b *testing.B) {
 			e := benchEnv(b, !cgroupUsable())
 			ctx := context.Background()
@@ -150,10 +154,7 @@ func cgroupUsable() bool {
 // by writing to a FIFO as its last action; it idles first, as real
 // commands do, so Wait is in its steady state when the exit comes.
 func BenchmarkDetachedExitDetection(b *testing.B) {
-	for _, c := range []struct {
-		name   string
-		detach bool
-	}{{"corral", true}, {"baseline", false}} {
+	for _, c := range detachedVsPipes {
 		b.Run(c.name, func(b *testing.B) {
 			e := benchEnv(b, !cgroupUsable())
 			fifo := filepath.Join(b.TempDir(), "ended")
