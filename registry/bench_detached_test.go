@@ -57,6 +57,33 @@ func BenchmarkDetachedIngest(b *testing.B) {
 			}
 		}
 	})
+	// The same pipeline run in the foreground (the registry reads the
+	// command's pipe): the ceiling a detached process is compared with.
+	b.Run("foreground", func(b *testing.B) {
+		r, err := New(Config{
+			Open: func(ctx context.Context, target string) (env.Environment, error) {
+				return local.New(local.Options{StateDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+			},
+			MaxProcesses: 16,
+			DefaultGrace: time.Second,
+			Logger:       slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Close() })
+		ctx := context.Background()
+		b.SetBytes(detachedIngestBytes)
+		for b.Loop() {
+			res, err := r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: detachedIngestPipeline}})
+			if err != nil || res.OutputBytes != detachedIngestBytes {
+				b.Fatalf("Run: %d bytes, %v", res.OutputBytes, err)
+			}
+			if err := r.Remove(ctx, res.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("baseline", func(b *testing.B) {
 		b.SetBytes(detachedIngestBytes)
 		for b.Loop() {
