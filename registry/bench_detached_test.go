@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -80,6 +81,27 @@ func BenchmarkDetachedIngest(b *testing.B) {
 				b.Fatalf("Run: %d bytes, %v", res.OutputBytes, err)
 			}
 			if err := r.Remove(ctx, res.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What a detached path cannot avoid: the pipeline writing its log
+	// file (what survives the supervisor), and any second reader of its
+	// output at all. Both are measured without corral, for the closing
+	// figures against the baseline.
+	b.Run("floor-file", func(b *testing.B) {
+		log := filepath.Join(b.TempDir(), "log")
+		b.SetBytes(detachedIngestBytes)
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", detachedIngestPipeline+" >"+log).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("floor-reader", func(b *testing.B) {
+		b.SetBytes(detachedIngestBytes)
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", detachedIngestPipeline+" | cat >/dev/null").Run(); err != nil {
 				b.Fatal(err)
 			}
 		}
