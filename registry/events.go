@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,7 +107,7 @@ func (ev Event) Consumed() bool {
 // counted (Event.Dropped, Dropped) — a slow subscriber never blocks the
 // registry. Safe for concurrent use.
 type Subscription struct {
-	r      *Registry
+	bus    *eventBus
 	mu     sync.Mutex
 	queue  []Event // ring
 	head   int
@@ -118,8 +119,8 @@ type Subscription struct {
 	closed bool
 }
 
-func newSubscription(r *Registry, size int) *Subscription {
-	return &Subscription{r: r, queue: make([]Event, size), wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newSubscription(bus *eventBus, size int) *Subscription {
+	return &Subscription{bus: bus, queue: make([]Event, size), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (s *Subscription) push(ev Event) {
@@ -207,13 +208,17 @@ func (s *Subscription) Close() {
 	s.n = 0
 	close(s.done)
 	s.mu.Unlock()
-	s.r.unsubscribe(s)
+	s.bus.unsubscribe(s)
 }
 
-// eventState is the event stream: sequence numbers, subscribers and the
+// eventBus is the event stream: sequence numbers, subscribers and the
 // global rate limit. Its lock is taken after a process's lock is released
 // and never while holding the registry lock.
-type eventState struct {
+type eventBus struct {
+	clock   Clock
+	log     *slog.Logger
+	bufSize int // each subscription's queue
+
 	mu         sync.Mutex
 	seq        int64
 	subs       map[*Subscription]struct{}
@@ -224,25 +229,31 @@ type eventState struct {
 	closed     bool
 }
 
+func newEventBus(clock Clock, log *slog.Logger, bufSize int) *eventBus {
+	return &eventBus{clock: clock, log: log, bufSize: bufSize, subs: make(map[*Subscription]struct{})}
+}
+
 // Subscribe returns a subscription to the events published from now on.
 // Close it when done.
-func (r *Registry) Subscribe() *Subscription {
-	s := newSubscription(r, r.cfg.SubscriptionBuffer)
-	r.ev.mu.Lock()
-	defer r.ev.mu.Unlock()
-	if r.ev.closed {
+func (r *Registry) Subscribe() *Subscription { return r.ev.subscribe() }
+
+func (b *eventBus) subscribe() *Subscription {
+	s := newSubscription(b, b.bufSize)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
 		s.closed = true
 		close(s.done)
 		return s
 	}
-	r.ev.subs[s] = struct{}{}
+	b.subs[s] = struct{}{}
 	return s
 }
 
-func (r *Registry) unsubscribe(s *Subscription) {
-	r.ev.mu.Lock()
-	delete(r.ev.subs, s)
-	r.ev.mu.Unlock()
+func (b *eventBus) unsubscribe(s *Subscription) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
 }
 
 // publish applies the global rate limit and hands ev to every subscriber.
@@ -252,77 +263,74 @@ func (r *Registry) unsubscribe(s *Subscription) {
 // exists for floods of watch matches, which an agent can do nothing about;
 // a completion notice is the one event it needs per process, and there is
 // at most one per process, so those cannot flood.
-func (r *Registry) publish(ev Event) {
-	e := &r.ev
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
+func (b *eventBus) publish(ev Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
 		return
 	}
-	now := r.clock.Now()
+	now := b.clock.Now()
 	if ev.Type == EventExited && ev.Notify {
-		r.deliverLocked(ev, now)
+		b.deliverLocked(ev, now)
 		return
 	}
-	if e.cooling {
-		e.suppressed[ev.Type]++
+	if b.cooling {
+		b.suppressed[ev.Type]++
 		return
 	}
 	cut := 0
-	for cut < len(e.recent) && now.Sub(e.recent[cut]) >= GlobalEventWindow {
+	for cut < len(b.recent) && now.Sub(b.recent[cut]) >= GlobalEventWindow {
 		cut++
 	}
-	e.recent = append(e.recent[:0], e.recent[cut:]...)
-	if len(e.recent) >= GlobalEventMax {
-		e.cooling = true
-		e.suppressed = map[EventType]int{ev.Type: 1}
-		e.stopTimer = r.clock.AfterFunc(GlobalCooldown, r.endCooldown)
-		r.log.Warn("event rate limit reached; holding events back", "max", GlobalEventMax, "window", GlobalEventWindow, "cooldown", GlobalCooldown)
+	b.recent = append(b.recent[:0], b.recent[cut:]...)
+	if len(b.recent) >= GlobalEventMax {
+		b.cooling = true
+		b.suppressed = map[EventType]int{ev.Type: 1}
+		b.stopTimer = b.clock.AfterFunc(GlobalCooldown, b.endCooldown)
+		b.log.Warn("event rate limit reached; holding events back", "max", GlobalEventMax, "window", GlobalEventWindow, "cooldown", GlobalCooldown)
 		return
 	}
-	e.recent = append(e.recent, now)
-	r.deliverLocked(ev, now)
+	b.recent = append(b.recent, now)
+	b.deliverLocked(ev, now)
 }
 
-func (r *Registry) deliverLocked(ev Event, now time.Time) {
-	e := &r.ev
-	e.seq++
-	ev.Seq, ev.Time = e.seq, now
-	for s := range e.subs {
+func (b *eventBus) deliverLocked(ev Event, now time.Time) {
+	b.seq++
+	ev.Seq, ev.Time = b.seq, now
+	for s := range b.subs {
 		s.push(ev)
 	}
 }
 
 // endCooldown publishes the summary of the events held back.
-func (r *Registry) endCooldown() {
-	e := &r.ev
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed || !e.cooling {
+func (b *eventBus) endCooldown() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || !b.cooling {
 		return
 	}
 	total := 0
-	for _, n := range e.suppressed {
+	for _, n := range b.suppressed {
 		total += n
 	}
-	ev := Event{Type: EventSuppressed, Suppressed: e.suppressed,
+	ev := Event{Type: EventSuppressed, Suppressed: b.suppressed,
 		Summary: fmt.Sprintf("%d events were held back by the rate limit (%d per %s); `corral ps --all` shows current states", total, GlobalEventMax, GlobalEventWindow)}
-	e.cooling, e.suppressed, e.stopTimer, e.recent = false, nil, nil, e.recent[:0]
-	r.deliverLocked(ev, r.clock.Now())
+	b.cooling, b.suppressed, b.stopTimer, b.recent = false, nil, nil, b.recent[:0]
+	b.deliverLocked(ev, b.clock.Now())
 }
 
-func (r *Registry) closeEvents() {
-	e := &r.ev
-	e.mu.Lock()
-	e.closed = true
-	if e.stopTimer != nil {
-		e.stopTimer()
+// close ends every subscription; later publishes are dropped.
+func (b *eventBus) close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.stopTimer != nil {
+		b.stopTimer()
 	}
-	subs := make([]*Subscription, 0, len(e.subs))
-	for s := range e.subs {
+	subs := make([]*Subscription, 0, len(b.subs))
+	for s := range b.subs {
 		subs = append(subs, s)
 	}
-	e.mu.Unlock()
+	b.mu.Unlock()
 	for _, s := range subs {
 		s.Close()
 	}

@@ -352,6 +352,6 @@ func (p *proc) markLost(err error) {
 	close(p.done)
 	p.treeGone()
 	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
-	p.r.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
+	p.r.ev.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
 		Summary: fmt.Sprintf("%s lost: %v", p.id, err), consumed: &p.finalSeen})
 }

@@ -1,0 +1,394 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Supervision: a proc is one tracked process. Start registers it and starts
+// it on its environment; monitor copies its output into the buffer, feeds
+// the watch patterns and records its end (finish).
+
+// proc is one tracked process.
+type proc struct {
+	r         *Registry
+	id        string
+	backend   string
+	opts      StartOptions // Labels cloned; never mutated
+	createdAt time.Time
+	buf       *Buffer
+	watch     *watcher // nil without patterns; used by the copier only
+
+	started  chan struct{} // closed once running or failed
+	done     chan struct{} // closed once the final state is recorded
+	treeDone chan struct{} // closed once done and nothing of the tree is left
+	treeKick chan struct{} // (1) wakes followTree after a signal
+	// replay: the handle's Output can be re-opened from any offset after
+	// the exit, so what leftovers write can still be collected.
+	replay bool
+
+	lastOutput    atomic.Int64 // unix nanos of the last output (or start)
+	endedAt       atomic.Int64 // unix nanos of the final state, 0 before
+	finalSeen     atomic.Bool  // a caller received the final result
+	treeLive      atomic.Bool  // the tree may still run: treeDone not closed
+	waiters       atomic.Int32 // Waits and Runs blocked on the end; see enterWait
+	watchDisabled atomic.Bool
+
+	teeMu sync.Mutex
+	tee   io.Writer // Run's live output; nil once Run returned
+
+	killMu sync.Mutex // serialises kill procedures
+
+	mu         sync.Mutex
+	cond       sync.Cond // on mu: signalling dropped to zero
+	state      State
+	startedAt  time.Time
+	endedTime  time.Time
+	pid        int
+	status     *env.ExitStatus
+	reason     string
+	timedOut   string
+	ref        *env.Ref
+	detached   bool
+	handle     env.Process
+	reader     io.ReadCloser
+	killReason State // StateKilled or StateTimedOut once our signal was delivered
+	signalling int   // our signals in flight
+	leftover   int   // processes of the tree alive after the leader exited
+}
+
+func (p *proc) info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.infoLocked()
+}
+
+func (p *proc) infoLocked() Info {
+	in := Info{
+		ID:            p.id,
+		Backend:       p.backend,
+		Command:       p.opts.Command,
+		Dir:           p.opts.Dir,
+		Labels:        maps.Clone(p.opts.Labels),
+		State:         p.state,
+		PID:           p.pid,
+		PTY:           p.opts.PTY != nil,
+		Stdin:         p.opts.Stdin,
+		Detached:      p.detached,
+		Notify:        p.opts.Notify,
+		CreatedAt:     p.createdAt,
+		StartedAt:     p.startedAt,
+		EndedAt:       p.endedTime,
+		OutputBytes:   p.buf.Total(),
+		Reason:        p.reason,
+		TimedOut:      p.timedOut,
+		WatchDisabled: p.watchDisabled.Load(),
+		Leftover:      p.leftover,
+		// What is known to run: a tree not looked at yet since the
+		// leader's exit (microseconds on most backends) counts as gone
+		// here; decisions that must not be wrong look (liveTree).
+		TreeRunning: !p.state.Final() || p.leftover > 0,
+	}
+	if p.status != nil {
+		st := *p.status
+		in.Status = &st
+	}
+	if p.ref != nil {
+		ref := *p.ref
+		in.Ref = &ref
+	}
+	return in
+}
+
+func (p *proc) closeReader() {
+	p.mu.Lock()
+	rd := p.reader
+	p.mu.Unlock()
+	if rd != nil {
+		rd.Close()
+	}
+}
+
+// Start starts a background process and returns once it runs. It is
+// started detached (it survives the supervisor) when the backend supports
+// re-attach and no PTY is asked for.
+//
+// An invalid option or a full registry returns an error and registers
+// nothing. A process the backend could not start is registered in state
+// failed (Reason says why) and its Info is returned with the error.
+func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
+	p, err := r.start(ctx, opts, true, nil)
+	if p == nil {
+		return Info{}, err
+	}
+	r.checkpointSync()
+	return p.info(), err
+}
+
+func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, tee io.Writer) (*proc, error) {
+	if opts.Backend == "" {
+		opts.Backend = r.cfg.DefaultBackend
+	}
+	spec := env.Spec{Command: opts.Command, Dir: opts.Dir, Env: slices.Clone(opts.Env), PTY: opts.PTY, Stdin: opts.Stdin}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("registry: start: %w", err)
+	}
+	for k := range opts.Labels {
+		if k == "" {
+			return nil, fmt.Errorf("%w: empty label key", ErrInvalidOptions)
+		}
+	}
+	w, err := newWatcher(opts.Watch, opts.WatchRegex)
+	if err != nil {
+		return nil, err
+	}
+	opts.Labels = maps.Clone(opts.Labels)
+	opts.Env = spec.Env
+	opts.Watch = slices.Clone(opts.Watch)
+	opts.WatchRegex = slices.Clone(opts.WatchRegex)
+	if opts.PTY != nil {
+		sz := *opts.PTY
+		opts.PTY = &sz
+		spec.PTY = &sz
+	}
+	now := r.clock.Now()
+	p := &proc{
+		r:         r,
+		backend:   opts.Backend,
+		opts:      opts,
+		createdAt: now,
+		buf:       NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
+		watch:     w,
+		started:   make(chan struct{}),
+		done:      make(chan struct{}),
+		treeDone:  make(chan struct{}),
+		treeKick:  make(chan struct{}, 1),
+		state:     StateStarting,
+		tee:       tee,
+	}
+	p.cond.L = &p.mu
+	p.treeLive.Store(true)
+	if err := r.register(p); err != nil {
+		return nil, err
+	}
+	spec.Tag = p.id
+
+	e, err := r.environment(ctx, opts.Backend)
+	if err != nil {
+		p.fail(err)
+		return p, err
+	}
+	caps := e.Capabilities()
+	if detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY) {
+		spec.Detach = true
+	}
+	p.replay = caps.ReplayOutput || spec.Detach
+	h, err := e.Start(ctx, spec)
+	if err != nil {
+		err = fmt.Errorf("registry: start %s on %q: %w", p.id, opts.Backend, err)
+		p.fail(err)
+		return p, err
+	}
+	var ref *env.Ref
+	if spec.Detach {
+		if rf, err := h.Ref(); err == nil {
+			ref = &rf
+		}
+	}
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		// Close already ran or is running; the environment is or will be
+		// closed, which ends a process that was not detached.
+		h.Release()
+		err := fmt.Errorf("registry: start %s: %w", p.id, ErrClosed)
+		p.fail(err)
+		return p, err
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+
+	startedAt := r.clock.Now()
+	p.lastOutput.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	p.state, p.startedAt, p.pid, p.handle, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, ref, spec.Detach
+	p.mu.Unlock()
+	close(p.started)
+	r.stateChanged()
+	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
+	go p.monitor()
+	r.ev.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
+		Summary: fmt.Sprintf("%s started: %s", p.id, clip(opts.Command, 200))})
+	return p, nil
+}
+
+// fail records that the process could not be started.
+func (p *proc) fail(err error) {
+	now := p.r.clock.Now()
+	p.mu.Lock()
+	p.state, p.reason, p.endedTime = StateFailed, err.Error(), now
+	p.mu.Unlock()
+	p.endedAt.Store(now.UnixNano())
+	close(p.started)
+	close(p.done)
+	p.treeGone()
+	p.r.stateChanged()
+	p.r.log.Debug("start failed", "id", p.id, "err", err)
+}
+
+// monitor is the process's one goroutine: it copies the output into the
+// buffer (and Run's writer, and the watcher) until the stream ends, then
+// records how the process ended. Recording only after the stream ended
+// means a final state always comes with all of the output.
+func (p *proc) monitor() {
+	defer p.r.wg.Done()
+	ctx := p.r.ctx
+	h := p.handle // set before monitor starts, never changed
+	var lost error
+	rd, err := h.Output(ctx, 0)
+	if err == nil {
+		p.mu.Lock()
+		p.reader = rd
+		p.mu.Unlock()
+		if ctx.Err() != nil {
+			// Close cancelled the context before it could see the reader
+			// and close it; do so here so that the read cannot block.
+			rd.Close()
+		}
+		err = p.copyOutput(rd)
+		rd.Close()
+	}
+	if err != nil && ctx.Err() == nil {
+		p.r.log.Warn("output stream failed", "id", p.id, "err", err)
+		if errors.Is(err, env.ErrSandboxGone) || errors.Is(err, env.ErrNotFound) {
+			lost = err
+		}
+	}
+	if p.watch != nil {
+		p.publishHits(p.watch.feed(nil, p.r.clock.Now, true))
+	}
+	var st env.ExitStatus
+	if lost == nil {
+		st, err = h.Wait(ctx)
+		if ctx.Err() != nil {
+			return // the registry is closing
+		}
+		if err != nil {
+			lost = err
+		}
+	}
+	p.finish(st, lost)
+	if lost != nil {
+		p.treeGone()
+		return
+	}
+	p.followTree(ctx, h)
+}
+
+func (p *proc) copyOutput(rd io.Reader) error {
+	// Start small so that thousands of idle processes stay cheap; grow
+	// while the stream keeps filling the buffer.
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			p.ingest(buf[:n])
+			if n == len(buf) && len(buf) < 128<<10 {
+				buf = make([]byte, 2*len(buf))
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (p *proc) ingest(b []byte) {
+	p.buf.Write(b)
+	p.lastOutput.Store(time.Now().UnixNano())
+	p.teeMu.Lock()
+	if p.tee != nil {
+		if _, err := p.tee.Write(b); err != nil {
+			p.r.log.Debug("live output writer failed; streaming stopped", "id", p.id, "err", err)
+			p.tee = nil
+		}
+	}
+	p.teeMu.Unlock()
+	if p.watch != nil {
+		p.publishHits(p.watch.feed(b, p.r.clock.Now, false))
+	}
+}
+
+func (p *proc) detachTee() {
+	p.teeMu.Lock()
+	p.tee = nil
+	p.teeMu.Unlock()
+}
+
+func (p *proc) publishHits(hits []watchHit) {
+	for _, h := range hits {
+		ev := Event{Type: h.typ, ID: p.id, Command: p.opts.Command, Pattern: h.pattern, Line: h.line, State: StateRunning}
+		switch h.typ {
+		case EventWatchMatch:
+			ev.Summary = fmt.Sprintf("%s matched %q: %s", p.id, h.pattern, h.line)
+		case EventWatchDisabled:
+			p.watchDisabled.Store(true)
+			ev.Notify = true
+			ev.Summary = fmt.Sprintf("%s: watch patterns matched too often and were disabled; one event will follow when it exits", p.id)
+		}
+		p.r.ev.publish(ev)
+	}
+}
+
+// finish records the final state. lost, when non-nil, says why the exit
+// status is unknown.
+func (p *proc) finish(st env.ExitStatus, lost error) {
+	now := p.r.clock.Now()
+	p.mu.Lock()
+	// A signal of ours may be in flight: wait for its outcome so that a
+	// process we killed is never recorded as a plain exit.
+	for p.signalling > 0 {
+		p.cond.Wait()
+	}
+	switch {
+	case lost != nil:
+		p.state, p.reason = StateLost, lost.Error()
+	case p.killReason != "":
+		p.state = p.killReason
+		p.status = &st
+	default:
+		p.state = StateExited
+		p.status = &st
+	}
+	p.endedTime = now
+	p.reader = nil
+	in := p.infoLocked()
+	p.mu.Unlock()
+	p.endedAt.Store(now.UnixNano())
+	close(p.done)
+	p.r.stateChanged()
+	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
+
+	p.r.ev.publish(p.exitedEvent(in))
+}
+
+func copyStatus(s *env.ExitStatus) *env.ExitStatus {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	return &c
+}

@@ -1,0 +1,276 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// The store: the map of tracked processes, lookup by ID or unique prefix,
+// registration against MaxProcesses, pruning of finished processes past
+// their TTL, List, and Remove.
+
+// cleanupTimeout bounds the environment calls that drop a pruned or
+// removed process's state.
+const cleanupTimeout = 10 * time.Second
+
+// lookup validates idOrPrefix and returns the process it names.
+func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
+	h, full, err := parseIDArg(idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("registry: %s: %w", idOrPrefix, ErrClosed)
+	}
+	var p *proc
+	if full {
+		p = r.procs[idPrefix+h]
+	} else {
+		var matches []string
+		for id, q := range r.procs {
+			if id[len(idPrefix):len(idPrefix)+len(h)] == h && !r.expired(q, now) {
+				matches = append(matches, id)
+			}
+		}
+		switch len(matches) {
+		case 0:
+		case 1:
+			p = r.procs[matches[0]]
+		default:
+			r.mu.Unlock()
+			slices.Sort(matches)
+			return nil, &AmbiguousError{Prefix: idOrPrefix, Candidates: matches}
+		}
+	}
+	var pruned []*proc
+	if p != nil && r.expired(p, now) {
+		delete(r.procs, p.id)
+		pruned, p = []*proc{p}, nil
+	}
+	r.mu.Unlock()
+	r.cleanup(pruned)
+	if len(pruned) > 0 {
+		r.stateChanged()
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s: it may have finished more than %s ago and been pruned, or been removed; `corral ps --all` lists the tracked processes",
+			ErrNotFound, idOrPrefix, r.cfg.FinishedTTL)
+	}
+	return p, nil
+}
+
+// Resolve returns the full ID that a full ID or a unique prefix of at least
+// 4 hex digits (with or without "proc_") names.
+func (r *Registry) Resolve(idOrPrefix string) (string, error) {
+	p, err := r.lookup(idOrPrefix)
+	if err != nil {
+		return "", err
+	}
+	return p.id, nil
+}
+
+// Get returns a snapshot of the process idOrPrefix names.
+func (r *Registry) Get(idOrPrefix string) (Info, error) {
+	p, err := r.lookup(idOrPrefix)
+	if err != nil {
+		return Info{}, err
+	}
+	return p.info(), nil
+}
+
+func (r *Registry) expired(p *proc, now time.Time) bool {
+	e := p.endedAt.Load()
+	return e != 0 && !p.treeLive.Load() && now.Sub(time.Unix(0, e)) >= r.cfg.FinishedTTL
+}
+
+func (r *Registry) pruneExpiredLocked(now time.Time) []*proc {
+	var pruned []*proc
+	for id, p := range r.procs {
+		if r.expired(p, now) {
+			delete(r.procs, id)
+			pruned = append(pruned, p)
+		}
+	}
+	return pruned
+}
+
+// cleanup drops the environment state of processes no longer tracked.
+func (r *Registry) cleanup(pruned []*proc) {
+	for _, p := range pruned {
+		r.log.Debug("pruned finished process", "id", p.id)
+		p.mu.Lock()
+		h := p.handle
+		p.mu.Unlock()
+		if h == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		if err := h.Remove(ctx); err != nil {
+			r.log.Debug("remove process state", "id", p.id, "err", err)
+			h.Release()
+		}
+		cancel()
+	}
+}
+
+// register reserves an ID for p, making room by pruning.
+func (r *Registry) register(p *proc) error {
+	now := r.clock.Now()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return fmt.Errorf("registry: start: %w", ErrClosed)
+	}
+	pruned := r.pruneExpiredLocked(now)
+	if len(r.procs) >= r.cfg.MaxProcesses {
+		var oldest *proc
+		for _, q := range r.procs {
+			if e := q.endedAt.Load(); e != 0 && !q.treeLive.Load() && (oldest == nil || e < oldest.endedAt.Load()) {
+				oldest = q
+			}
+		}
+		if oldest == nil {
+			r.mu.Unlock()
+			r.cleanup(pruned)
+			return fmt.Errorf("%w: all %d tracked processes are still running: wait for or kill some, or raise MaxProcesses",
+				ErrLimit, r.cfg.MaxProcesses)
+		}
+		delete(r.procs, oldest.id)
+		pruned = append(pruned, oldest)
+	}
+	for {
+		p.id = newID()
+		if _, dup := r.procs[p.id]; !dup {
+			break
+		}
+	}
+	r.procs[p.id] = p
+	r.mu.Unlock()
+	r.cleanup(pruned)
+	r.stateChanged()
+	return nil
+}
+
+// List returns snapshots of the processes opts selects, oldest first.
+func (r *Registry) List(opts ListOptions) []Info {
+	procs := r.selectProcs(opts)
+	out := make([]Info, 0, len(procs))
+	for _, p := range procs {
+		in := p.info()
+		if matchState(in, opts) {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// selectProcs returns the processes matching opts's labels and backend and
+// (by a racy first look, rechecked by List) state, oldest first.
+func (r *Registry) selectProcs(opts ListOptions) []*proc {
+	now := r.clock.Now()
+	r.mu.Lock()
+	pruned := r.pruneExpiredLocked(now)
+	if len(pruned) > 0 {
+		defer r.stateChanged()
+	}
+	procs := make([]*proc, 0, len(r.procs))
+	for _, p := range r.procs {
+		if opts.Backend != "" && p.backend != opts.Backend {
+			continue
+		}
+		if !hasLabels(p.opts.Labels, opts.Labels) {
+			continue
+		}
+		if len(opts.States) == 0 && !opts.All && p.endedAt.Load() != 0 && !p.treeLive.Load() {
+			continue
+		}
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+	r.cleanup(pruned)
+	slices.SortFunc(procs, func(a, b *proc) int {
+		return cmp.Or(a.createdAt.Compare(b.createdAt), cmp.Compare(a.id, b.id))
+	})
+	return procs
+}
+
+// matchState: the states asked for, else every process that has something
+// running (the leader, or what it left running), or every one with All.
+func matchState(in Info, opts ListOptions) bool {
+	if len(opts.States) > 0 {
+		return slices.Contains(opts.States, in.State)
+	}
+	return opts.All || !in.State.Final() || in.TreeRunning
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoveForce is Remove after killing (SIGKILL, whole tree) whatever of
+// the process still runs: the leader, or what it left running.
+func (r *Registry) RemoveForce(ctx context.Context, id string) error {
+	p, err := r.lookup(id)
+	if err != nil {
+		return err
+	}
+	if p.endedAt.Load() == 0 || p.treeLive.Load() {
+		if _, err := p.kill(ctx, killPlan{sig: env.SIGKILL, escalate: true, reason: StateKilled}); err != nil {
+			return fmt.Errorf("registry: remove %s: %w", p.id, err)
+		}
+		select {
+		case <-p.treeDone:
+		case <-ctx.Done():
+			return fmt.Errorf("registry: remove %s: waiting for its tree to end: %w", p.id, ctx.Err())
+		case <-r.ctx.Done():
+			return fmt.Errorf("registry: remove %s: %w", p.id, ErrClosed)
+		}
+	}
+	return r.Remove(ctx, p.id)
+}
+
+// Remove forgets a finished process and deletes its state (output, exit
+// status) inside the sandbox. It refuses a process that has not finished
+// with ErrRunning.
+func (r *Registry) Remove(ctx context.Context, id string) error {
+	p, err := r.lookup(id)
+	if err != nil {
+		return err
+	}
+	if p.endedAt.Load() == 0 {
+		return fmt.Errorf("%w: %s is %s: kill it first (corral kill %s)", ErrRunning, p.id, p.info().State, p.id)
+	}
+	if n := p.liveTree(ctx); n > 0 {
+		return fmt.Errorf("%w: %s %s, but %d processes of its tree still run: kill them first (corral kill %s), or remove with force",
+			ErrRunning, p.id, p.info().State, n, p.id)
+	}
+	r.mu.Lock()
+	if r.procs[p.id] == p {
+		delete(r.procs, p.id)
+	}
+	r.mu.Unlock()
+	r.stateChanged()
+	p.mu.Lock()
+	h := p.handle
+	p.mu.Unlock()
+	if h != nil {
+		if err := h.Remove(ctx); err != nil {
+			h.Release()
+			return fmt.Errorf("registry: remove %s: forgotten, but its state in the sandbox was not deleted: %w", p.id, err)
+		}
+	}
+	return nil
+}
