@@ -143,6 +143,9 @@ func (c *Client) List(ctx context.Context, opts registry.ListOptions) ([]registr
 	if opts.All {
 		q.Set("all", "1")
 	}
+	if opts.WithRef {
+		q.Set("ref", "1")
+	}
 	if opts.Backend != "" {
 		q.Set("backend", opts.Backend)
 	}

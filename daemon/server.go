@@ -130,6 +130,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	opts := registry.ListOptions{Backend: q.Get("backend"), All: q.Get("all") == "1" || q.Get("all") == "true"}
+	withRef, err := boolParam(r, "ref")
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	opts.WithRef = withRef
 	for _, st := range q["state"] {
 		if !registry.State(st).Valid() {
 			s.fail(w, fmt.Errorf("%w: unknown state %q", registry.ErrInvalidOptions, st))

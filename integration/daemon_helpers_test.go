@@ -145,10 +145,10 @@ func (h *daemonHome) crashServe() {
 	h.serve = nil
 }
 
-// list returns `corral ps -a --json` filtered by label.
+// list returns `corral ps -a --json --ref` filtered by label.
 func (h *daemonHome) list(label string) []registry.Info {
 	h.t.Helper()
-	args := []string{"ps", "-a", "--json"}
+	args := []string{"ps", "-a", "--json", "--ref"}
 	if label != "" {
 		args = append(args, "--label", label)
 	}

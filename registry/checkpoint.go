@@ -42,11 +42,40 @@ type checkpointFile struct {
 	Processes []checkpointRecord `json:"processes"`
 }
 
-// checkpointRecord is one process: its Info plus what recovery needs to
-// continue it exactly as it was started. Environment variables are not
-// stored: they may hold secrets, and a re-attached process needs none.
+// checkpointRecord is one process as the state file keeps it. It is its
+// own type, not Info: the file outlives a release, so the API's view may
+// rename or drop a field without breaking a state file written before,
+// and the record holds what recovery needs and agents never see (the
+// backend-private Ref, the watch patterns, the kill in progress). The
+// JSON names are the format: change one only with checkpointVersion.
+// Environment variables are not stored: they may hold secrets, and a
+// re-attached process needs none.
 type checkpointRecord struct {
-	Info
+	ID          string            `json:"id"`
+	Backend     string            `json:"backend"`
+	Command     string            `json:"command"`
+	Dir         string            `json:"dir,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	State       State             `json:"state"`
+	PID         int               `json:"pid,omitempty"`
+	PTY         bool              `json:"pty,omitempty"`
+	Stdin       bool              `json:"stdin,omitempty"`
+	Detached    bool              `json:"detached,omitempty"`
+	Notify      bool              `json:"notify,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	StartedAt   time.Time         `json:"started_at,omitzero"`
+	EndedAt     time.Time         `json:"ended_at,omitzero"`
+	Status      *env.ExitStatus   `json:"status,omitempty"`
+	OutputBytes int64             `json:"output_bytes"`
+	Reason      string            `json:"reason,omitempty"`
+	// TimedOut is kept only once the process is final: a timeout that
+	// had not ended it yet is the dead supervisor's, not the process's.
+	TimedOut      string   `json:"timed_out,omitempty"`
+	Ref           *env.Ref `json:"ref,omitempty"`
+	WatchDisabled bool     `json:"watch_disabled,omitempty"`
+	Leftover      int      `json:"leftover,omitempty"`
+	TreeRunning   bool     `json:"tree_running,omitempty"`
+
 	Watch      []string        `json:"watch,omitempty"`
 	WatchRegex []string        `json:"watch_regex,omitempty"`
 	PTYSize    *env.WindowSize `json:"pty_size,omitempty"`
@@ -54,6 +83,27 @@ type checkpointRecord struct {
 	// is then reported killed (or timed_out) however it ends, also when
 	// it ends while no supervisor runs.
 	KillReason State `json:"kill_reason,omitempty"`
+}
+
+// recordLocked returns p's checkpoint record; the caller holds p.mu.
+func (p *proc) recordLocked() checkpointRecord {
+	in := p.infoLocked()
+	rec := checkpointRecord{
+		ID: in.ID, Backend: in.Backend, Command: in.Command, Dir: in.Dir, Labels: in.Labels,
+		State: in.State, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Notify: in.Notify,
+		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, EndedAt: in.EndedAt,
+		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason,
+		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
+		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
+	}
+	if in.State.Final() {
+		rec.TimedOut = in.TimedOut
+	}
+	if p.ref != nil {
+		ref := *p.ref
+		rec.Ref = &ref
+	}
+	return rec
 }
 
 // checkpointer writes the registry's state file.
@@ -195,17 +245,8 @@ func (r *Registry) snapshot() []byte {
 	f := checkpointFile{Version: checkpointVersion, SavedAt: time.Now().UTC(), Processes: make([]checkpointRecord, 0, len(procs))}
 	for _, p := range procs {
 		p.mu.Lock()
-		rec := checkpointRecord{
-			Info:       p.infoLocked(),
-			Watch:      p.opts.Watch,
-			WatchRegex: p.opts.WatchRegex,
-			PTYSize:    p.opts.PTY,
-			KillReason: p.killReason,
-		}
+		rec := p.recordLocked()
 		p.mu.Unlock()
-		if !rec.State.Final() {
-			rec.TimedOut = ""
-		}
 		f.Processes = append(f.Processes, rec)
 	}
 	slices.SortFunc(f.Processes, func(a, b checkpointRecord) int {

@@ -102,10 +102,6 @@ func (p *proc) infoLocked() Info {
 		st := *p.status
 		in.Status = &st
 	}
-	if p.ref != nil {
-		ref := *p.ref
-		in.Ref = &ref
-	}
 	return in
 }
 

@@ -168,8 +168,18 @@ func TestLifecycleAndPoll(t *testing.T) {
 	sub := f.r.Subscribe()
 	defer sub.Close()
 	in, fp := f.start(StartOptions{Labels: map[string]string{"job": "a"}})
-	if in.State != StateRunning || in.PID != fp.pid || in.StartedAt.IsZero() || !in.Detached || in.Ref == nil {
+	if in.State != StateRunning || in.PID != fp.pid || in.StartedAt.IsZero() || !in.Detached {
 		t.Fatalf("after Start: %+v", in)
+	}
+	// The backend-private Ref reaches a caller only when asked for.
+	if in.Ref != nil {
+		t.Fatalf("Start returned the backend-private Ref %+v", in.Ref)
+	}
+	if l := f.r.List(ListOptions{WithRef: true}); len(l) != 1 || l[0].Ref == nil {
+		t.Fatalf("List with WithRef: %+v", l)
+	}
+	if l := f.r.List(ListOptions{}); len(l) != 1 || l[0].Ref != nil {
+		t.Fatalf("List without WithRef: %+v", l)
 	}
 	if fp.spec.Tag != in.ID || !fp.spec.Detach {
 		t.Fatalf("spec = %+v", fp.spec)
@@ -774,16 +784,20 @@ func TestOpenOncePerTarget(t *testing.T) {
 }
 
 // Info is plain data: it survives a JSON round trip unchanged, Ref
-// included, as the later checkpoint needs.
+// included, as front ends that pass it on need.
 func TestInfoJSONRoundTrip(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{Labels: map[string]string{"k": "v"}})
 	fp.write("x")
 	fp.exit(env.Signaled(env.SIGTERM))
-	got, err := f.r.Wait(ctxT(t), in.ID, 0)
-	if err != nil {
+	if _, err := f.r.Wait(ctxT(t), in.ID, 0); err != nil {
 		t.Fatal(err)
 	}
+	list := f.r.List(ListOptions{All: true, WithRef: true})
+	if len(list) != 1 {
+		t.Fatalf("List: %+v", list)
+	}
+	got := list[0]
 	b, err := json.Marshal(got)
 	if err != nil {
 		t.Fatal(err)

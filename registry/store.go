@@ -164,7 +164,13 @@ func (r *Registry) List(opts ListOptions) []Info {
 	procs := r.selectProcs(opts)
 	out := make([]Info, 0, len(procs))
 	for _, p := range procs {
-		in := p.info()
+		p.mu.Lock()
+		in := p.infoLocked()
+		if opts.WithRef && p.ref != nil {
+			ref := *p.ref
+			in.Ref = &ref
+		}
+		p.mu.Unlock()
 		if matchState(in, opts) {
 			out = append(out, in)
 		}

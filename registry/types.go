@@ -153,6 +153,8 @@ type Info struct {
 	// TimedOut is "", "timeout" or "idle_timeout".
 	TimedOut string `json:"timed_out,omitempty"`
 	// Ref re-attaches to a detached process after a supervisor restart.
+	// It is backend-private (state directories, container IDs) and of no
+	// use to an agent, so only List with ListOptions.WithRef sets it.
 	Ref *env.Ref `json:"ref,omitempty"`
 	// WatchDisabled: the process's watch patterns matched too often and
 	// were switched off.
@@ -332,6 +334,8 @@ type ListOptions struct {
 	Backend string
 	// All includes finished processes.
 	All bool
+	// WithRef sets Info.Ref of detached processes.
+	WithRef bool
 }
 
 // KillAllOptions chooses which processes KillAll ends and how.

@@ -54,6 +54,7 @@ func newPSCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&opts.Backend, "backend", "", "only processes of this backend target")
 	f.StringArrayVar(&labels, "label", nil, "only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&opts.WithRef, "ref", false, "with --json: include each detached process's backend-private re-attach reference (ref)")
 	return cmd
 }
 
