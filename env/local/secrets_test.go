@@ -1,13 +1,13 @@
-package env_test
+package local
 
 import (
+	"os"
 	"path"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/corralhq/corral/env"
 )
 
 // secretNames must never reach a command unless allowed by name: each is a
@@ -46,20 +46,20 @@ var plainNames = []string{
 func TestIsSecretName(t *testing.T) {
 	for _, name := range secretNames {
 		t.Run("secret "+name, func(t *testing.T) {
-			assert.True(t, env.IsSecretName(name))
+			assert.True(t, isSecretName(name))
 		})
 	}
 	for _, name := range plainNames {
 		t.Run("plain "+name, func(t *testing.T) {
-			assert.False(t, env.IsSecretName(name))
+			assert.False(t, isSecretName(name))
 		})
 	}
 }
 
 // TestSecretPatternsWellFormed guards against a pattern that path.Match
-// rejects: IsSecretName would skip it silently and pass the variables on.
+// rejects: isSecretName would skip it silently and pass the variables on.
 func TestSecretPatternsWellFormed(t *testing.T) {
-	for _, p := range env.SecretPatterns {
+	for _, p := range secretPatterns {
 		_, err := path.Match(p, "X")
 		require.NoError(t, err, "pattern %q", p)
 		// Names are matched upper-cased, so a lower-case pattern never matches.
@@ -148,9 +148,30 @@ func TestFilterSecrets(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := append([]string(nil), tt.environ...)
-			got := env.FilterSecrets(tt.environ, tt.allow)
+			got := filterSecrets(tt.environ, tt.allow)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, in, tt.environ, "the input is not modified")
 		})
 	}
+}
+
+// TestBackendsDocListsSecretPatterns keeps docs/backends.md's list of
+// filtered variables equal to the code's: users decide what to pass with
+// --allow-env from that list.
+func TestBackendsDocListsSecretPatterns(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/backends.md")
+	require.NoError(t, err)
+	text := string(doc)
+	const anchor = "upper-cased name matches one of these `path.Match` globs:"
+	start := strings.Index(text, anchor)
+	end := strings.Index(text, "`Options.AllowEnv`")
+	require.True(t, start >= 0 && end > start, "backends.md: secret pattern section not found")
+	var listed []string
+	for _, w := range strings.Fields(text[start+len(anchor) : end]) {
+		w = strings.TrimRight(w, ",.:")
+		if strings.HasPrefix(w, "`") && strings.HasSuffix(w, "`") {
+			listed = append(listed, strings.Trim(w, "`"))
+		}
+	}
+	assert.Equal(t, secretPatterns, listed)
 }
