@@ -78,29 +78,3 @@ func TestReadmeExampleInSync(t *testing.T) {
 		t.Fatalf("README.md does not contain the example body verbatim; expected:\n%s", body)
 	}
 }
-
-// TestBackendsDocListsSecretPatterns keeps docs/backends.md's list of
-// filtered variables equal to the code's.
-func TestBackendsDocListsSecretPatterns(t *testing.T) {
-	doc, err := os.ReadFile("backends.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(doc)
-	start := strings.Index(text, "upper-cased name matches one of `env.SecretPatterns`")
-	end := strings.Index(text, "`Options.AllowEnv`")
-	if start < 0 || end < start {
-		t.Fatal("backends.md: secret pattern section not found")
-	}
-	section := strings.Fields(text[start:end])
-	var listed []string
-	for _, w := range section {
-		w = strings.TrimRight(w, ",.:")
-		if strings.HasPrefix(w, "`") && strings.HasSuffix(w, "`") && w != "`env.SecretPatterns`" {
-			listed = append(listed, strings.Trim(w, "`"))
-		}
-	}
-	if got, want := strings.Join(listed, " "), strings.Join(env.SecretPatterns, " "); got != want {
-		t.Fatalf("backends.md lists\n  %s\nenv.SecretPatterns is\n  %s", got, want)
-	}
-}

@@ -39,8 +39,9 @@ waits for, kills and feeds stdin to them, and drains their events.
 
 By default the server speaks MCP over stdin/stdout (register "corral" with
 args ["mcp"] in the client's configuration; see docs/mcp.md) and hosts its own
-process registry: when the client disconnects, corral kills every process it
-started. With --http HOST:PORT it serves the streamable HTTP transport at
+process registry, separate from the corral daemon's (corral serve, which
+corral start and corral ps use): when the client disconnects, corral kills every
+process it started. With --http HOST:PORT it serves the streamable HTTP transport at
 http://HOST:PORT/mcp on a loopback address only, guarded by a bearer token read
 from --token-file or generated and printed on stderr.
 
@@ -62,7 +63,7 @@ func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.backend, "backend", defaultBackend, "where commands run: "+backendHelp)
-	f.BoolVar(&o.daemon, "daemon", false, "share the registry of a running corral daemon (not available yet)")
+	f.BoolVar(&o.daemon, "daemon", false, "share the registry of the corral daemon (corral serve) instead of hosting one (not available yet)")
 	f.StringVar(&o.http, "http", "", "serve streamable HTTP on this loopback HOST:PORT instead of stdio")
 	f.StringVar(&o.tokenFile, "token-file", "", "with --http: file holding the bearer token (default: generate one and print it on stderr)")
 	f.StringArrayVar(&o.allowEnv, "allow-env", nil, "pass this secret-looking variable of corral's environment on to commands (repeatable)")
@@ -72,7 +73,7 @@ func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 
 func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	if o.daemon {
-		return &exitError{code: exitCorralError, msg: "mcp: --daemon is not available yet: the corral daemon does not exist in this version; run corral mcp without --daemon, which hosts its own registry"}
+		return &exitError{code: exitCorralError, msg: "mcp: --daemon is not available yet: the MCP server drives an in-process registry and cannot use the one of corral serve; run corral mcp without --daemon, which hosts its own registry"}
 	}
 	if err := checkBackend(o.backend); err != nil {
 		return usageErrorf("mcp: %v", err)

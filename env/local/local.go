@@ -28,13 +28,14 @@ type Options struct {
 	// It is created with mode 0700.
 	StateDir string
 
-	// AllowEnv names secret-looking variables (env.IsSecretName) of the
-	// base environment that are passed on nevertheless.
+	// AllowEnv names secret-looking variables (see secretPatterns and
+	// docs/backends.md) of the base environment that are passed on
+	// nevertheless.
 	AllowEnv []string
 
 	// Environ is the base environment; nil means os.Environ(). It is
-	// always filtered with env.FilterSecrets(Environ, AllowEnv); Spec.Env
-	// is applied on top, unfiltered.
+	// always filtered: secret-looking variables not named in AllowEnv are
+	// dropped; Spec.Env is applied on top, unfiltered.
 	Environ []string
 
 	// DisableCgroup forces the process-group-plus-scan tree kill even where
@@ -88,7 +89,7 @@ func New(opts Options) (*Env, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	base := env.FilterSecrets(environ, opts.AllowEnv)
+	base := filterSecrets(environ, opts.AllowEnv)
 	base = dropVars(base, func(name string) bool { return name == shimEnvVar })
 	sys, err := newSystem(opts.DisableCgroup, log)
 	if err != nil {

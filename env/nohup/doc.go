@@ -1,8 +1,11 @@
-// Package nohup is the wrapped-process engine shared by every sandbox
-// backend: given a Transport that runs short sh scripts inside the sandbox,
-// it implements env.Environment by running each command under setsid with
-// pid, log and exit files in a private directory, polling them by byte
-// offset, and signalling the process tree inside the sandbox.
+// Package nohup wraps each sandbox command with pid, exit and log files and polls them (no nohup(1)).
+//
+// It is the wrapped-process engine shared by every sandbox backend: given a
+// Transport that runs short sh scripts inside the sandbox, it implements
+// env.Environment by running each command as the leader of a new session
+// (setsid) with pid, log and exit files in a private directory, polling them
+// by byte offset, and signalling the process tree inside the sandbox. It
+// does not use nohup(1); see "Why no nohup(1)" below.
 //
 // # Inside the sandbox
 //
