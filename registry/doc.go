@@ -8,9 +8,28 @@
 // "NAME://…") to an Environment. Each target is opened lazily, once; a
 // failed Open is not cached. Close stops the registry's goroutines and
 // closes the environments, which kills the processes that were not started
-// detached; detached ones keep running in their sandbox (re-attaching them
-// after a restart is the job of the later checkpoint, for which Info and
-// its env.Ref are plain serialisable data).
+// detached; detached ones keep running in their sandbox, and with
+// Config.StateFile a later registry re-attaches them (Recover).
+//
+// # Where things are
+//
+//	registry.go    Registry, New, Close, the janitor
+//	envs.go        one Environment per backend target, opened once
+//	store.go       the process map: lookup by ID or prefix, limits, pruning, List, Remove
+//	proc.go        supervision of one process: start, output copy, finish
+//	tree.go        following what the leader left running
+//	wait.go        Poll, Wait, WaitTree
+//	kill.go        the kill protocol (Kill, KillAll, Run's timeouts)
+//	stdin.go       Write, Submit, CloseStdin, Resize
+//	run.go         Run: foreground with timeouts and yield
+//	events.go      the eventBus and Subscription
+//	watch.go       output patterns and their rate limit
+//	buffer.go      the bounded head+tail output Buffer
+//	checkpoint.go  the state file: its record type and the coalescing writer
+//	recover.go     Recover: re-attach or settle what the state file lists
+//	types.go       the public value types (Info, options, results)
+//	errors.go      the sentinel errors callers branch on
+//	id.go          process IDs
 //
 // # IDs
 //
