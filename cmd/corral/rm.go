@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -43,7 +42,7 @@ tree) and then removes it.`,
 				printJSON(stdout, map[string]any{"removed": removed})
 			}
 			if len(errs) > 0 {
-				return daemonError("rm", errors.Join(errs...))
+				return daemonError("rm", errs...)
 			}
 			return nil
 		},
