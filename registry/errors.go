@@ -10,7 +10,9 @@ import (
 
 // Sentinel errors of the registry. Every error the registry returns that a
 // caller may branch on matches one of these through errors.Is; the message
-// around it says what was wrong and what to do. Each declares its class
+// around it says what was wrong and what to do, in the registry's own terms
+// (kill it first, remove with force): the front ends add how, in theirs (a
+// command, a tool action), chosen by class. Each declares its class
 // (internal/errclass), which is how the daemon, the CLI and the MCP server
 // translate it.
 var (

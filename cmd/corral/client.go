@@ -125,9 +125,36 @@ var exitStatuses = map[errclass.Class]int{
 	errclass.Unavailable: exitCorralError,
 }
 
+// procError is a request about one process that the daemon refused; id is
+// the process as the user named it, so that a hint can name the command
+// to run next.
+type procError struct {
+	id  string
+	err error
+}
+
+func (e *procError) Error() string { return e.err.Error() }
+func (e *procError) Unwrap() error { return e.err }
+
+// hint says which command helps after err, or "". The registry's message
+// says what is wrong in its own terms; the commands are the CLI's.
+func hint(err error) string {
+	switch errclass.Of(err) {
+	case errclass.NotFound:
+		return "`corral ps --all` lists the tracked processes"
+	case errclass.Running:
+		var pe *procError
+		if errors.As(err, &pe) {
+			return fmt.Sprintf("corral kill %s, or corral rm --force %s", pe.id, pe.id)
+		}
+	}
+	return ""
+}
+
 // daemonError maps errors of the daemon, one for each request of the
 // command that failed, to corral's exit status (usage, when one of them
-// is a usage error) and one message with a line for each.
+// is a usage error) and one message with a line for each, its hint
+// added.
 func daemonError(op string, errs ...error) error {
 	code := exitCorralError
 	lines := make([]string, 0, len(errs))
@@ -137,6 +164,9 @@ func daemonError(op string, errs ...error) error {
 		}
 		// The package prefixes say nothing to a user of the command.
 		msg := strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(err.Error())
+		if h := hint(err); h != "" {
+			msg += " (" + h + ")"
+		}
 		lines = append(lines, msg)
 	}
 	return &exitError{code: code, msg: op + ": " + strings.Join(lines, "\n")}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/daemon"
@@ -44,7 +45,7 @@ func TestDaemonCodesExitStatus(t *testing.T) {
 	} {
 		ae := &daemon.APIError{Status: http.StatusBadRequest, Code: code, Message: "registry: boom"}
 		var ee *exitError
-		if !errors.As(daemonError("op", ae), &ee) || ee.code != want || ee.msg != "op: boom" {
+		if !errors.As(daemonError("op", ae), &ee) || ee.code != want || ee.msg != "op: boom" && !strings.HasPrefix(ee.msg, "op: boom (") {
 			t.Errorf("code %q: %+v, want exit %d", code, ee, want)
 		}
 		// One usage error among several failures makes the command's
@@ -52,5 +53,23 @@ func TestDaemonCodesExitStatus(t *testing.T) {
 		if !errors.As(daemonError("op", errors.New("daemon: boom"), ae), &ee) || ee.code != want {
 			t.Errorf("code %q after another failure: %+v, want exit %d", code, ee, want)
 		}
+	}
+}
+
+// TestDaemonErrorHints: the CLI's hints name its own commands, the
+// process as the user named it, one line per failed request.
+func TestDaemonErrorHints(t *testing.T) {
+	notFound := &daemon.APIError{Status: 404, Code: daemon.CodeNotFound, Message: "registry: no such process: proc_000000000000: pruned"}
+	running := &daemon.APIError{Status: 409, Code: daemon.CodeRunning, Message: "registry: process is still running: proc_0123456789ab is running: kill it first"}
+	var ee *exitError
+	errors.As(daemonError("rm", &procError{id: "proc_000000000000", err: notFound}, &procError{id: "0123", err: running}), &ee)
+	want := "rm: no such process: proc_000000000000: pruned (`corral ps --all` lists the tracked processes)\n" +
+		"process is still running: proc_0123456789ab is running: kill it first (corral kill 0123, or corral rm --force 0123)"
+	if ee == nil || ee.msg != want || ee.code != exitUsage {
+		t.Errorf("got %+v, want exit 2 and\n%s", ee, want)
+	}
+	errors.As(daemonError("send", &daemon.APIError{Code: daemon.CodeNotRunning, Message: "registry: not running"}), &ee)
+	if ee.msg != "send: not running" {
+		t.Errorf("a class without a hint: %q", ee.msg)
 	}
 }

@@ -27,7 +27,7 @@ tree) and then removes it.`,
 			for _, id := range args {
 				full, err := c.Remove(cmd.Context(), id, force)
 				if err != nil {
-					errs = append(errs, err)
+					errs = append(errs, &procError{id: id, err: err})
 					continue
 				}
 				removed = append(removed, full)
