@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -147,42 +148,65 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
-// Is maps the code back to the registry's sentinels.
+// Is maps the code back to the registry's sentinels: to those of the class
+// the code stands for.
 func (e *APIError) Is(target error) bool {
-	s, ok := codeSentinel[e.Code]
-	return ok && s == target
+	return errclass.Match(target, codeClass[e.Code])
 }
 
-var codeSentinel = map[string]error{
-	CodeInvalidID:  registry.ErrInvalidID,
-	CodeNotFound:   registry.ErrNotFound,
-	CodeAmbiguous:  registry.ErrAmbiguous,
-	CodeInvalid:    registry.ErrInvalidOptions,
-	CodeRunning:    registry.ErrRunning,
-	CodeNotRunning: registry.ErrNotRunning,
-	CodeLimit:      registry.ErrLimit,
-	CodeClosed:     registry.ErrClosed,
+// httpError is how an error class is answered.
+type httpError struct {
+	status int
+	code   string
+}
+
+// httpErrors is the HTTP translation of the error classes. The API speaks
+// of the registry's classes; two env classes travel as the registry class
+// a client acts on alike (a spec the backend refused is an invalid
+// request; stdin that is closed is stdin of a process not running), and
+// the other env classes are backend failures, answered as internal errors.
+// Every class is listed, so that a class added to errclass and forgotten
+// here fails TestEveryClassCrossesHTTP.
+var httpErrors = map[errclass.Class]httpError{
+	errclass.InvalidID:   {http.StatusBadRequest, CodeInvalidID},
+	errclass.Ambiguous:   {http.StatusBadRequest, CodeAmbiguous},
+	errclass.NotFound:    {http.StatusNotFound, CodeNotFound},
+	errclass.Invalid:     {http.StatusBadRequest, CodeInvalid},
+	errclass.InvalidSpec: {http.StatusBadRequest, CodeInvalid},
+	errclass.Running:     {http.StatusConflict, CodeRunning},
+	errclass.NotRunning:  {http.StatusConflict, CodeNotRunning},
+	errclass.StdinClosed: {http.StatusConflict, CodeNotRunning},
+	errclass.Limit:       {http.StatusTooManyRequests, CodeLimit},
+	errclass.Closed:      {http.StatusServiceUnavailable, CodeClosed},
+
+	// Wait answers a timeout as a result (WaitResponse.TimedOut), never as
+	// an error.
+	errclass.WaitTimeout: {http.StatusInternalServerError, CodeInternal},
+	errclass.ProcessGone: {http.StatusInternalServerError, CodeInternal},
+	errclass.Unsupported: {http.StatusInternalServerError, CodeInternal},
+	errclass.SandboxGone: {http.StatusInternalServerError, CodeInternal},
+	errclass.Released:    {http.StatusInternalServerError, CodeInternal},
+	errclass.Exited:      {http.StatusInternalServerError, CodeInternal},
+	errclass.Unavailable: {http.StatusInternalServerError, CodeInternal},
+}
+
+// codeClass is the way back, for the client: the class each code stands
+// for. A code that several classes travel as stands for the registry's.
+var codeClass = map[string]errclass.Class{
+	CodeInvalidID:  errclass.InvalidID,
+	CodeAmbiguous:  errclass.Ambiguous,
+	CodeNotFound:   errclass.NotFound,
+	CodeInvalid:    errclass.Invalid,
+	CodeRunning:    errclass.Running,
+	CodeNotRunning: errclass.NotRunning,
+	CodeLimit:      errclass.Limit,
+	CodeClosed:     errclass.Closed,
 }
 
 // errorCode maps an error of the registry to its HTTP status and code.
 func errorCode(err error) (int, string) {
-	switch {
-	case errors.Is(err, registry.ErrInvalidID):
-		return http.StatusBadRequest, CodeInvalidID
-	case errors.Is(err, registry.ErrAmbiguous):
-		return http.StatusBadRequest, CodeAmbiguous
-	case errors.Is(err, registry.ErrNotFound):
-		return http.StatusNotFound, CodeNotFound
-	case errors.Is(err, registry.ErrInvalidOptions), errors.Is(err, env.ErrInvalidSpec):
-		return http.StatusBadRequest, CodeInvalid
-	case errors.Is(err, registry.ErrRunning):
-		return http.StatusConflict, CodeRunning
-	case errors.Is(err, registry.ErrNotRunning), errors.Is(err, env.ErrStdinClosed):
-		return http.StatusConflict, CodeNotRunning
-	case errors.Is(err, registry.ErrLimit):
-		return http.StatusTooManyRequests, CodeLimit
-	case errors.Is(err, registry.ErrClosed):
-		return http.StatusServiceUnavailable, CodeClosed
+	if h, ok := httpErrors[errclass.Of(err)]; ok {
+		return h.status, h.code
 	}
 	return http.StatusInternalServerError, CodeInternal
 }

@@ -3,47 +3,51 @@ package env
 import (
 	"errors"
 	"fmt"
+
+	"github.com/corralhq/corral/internal/errclass"
 )
 
 // Sentinel errors of the contract. Backends wrap them with context; callers
-// test for them with errors.Is.
+// test for them with errors.Is. Each declares its class (internal/errclass),
+// which is how the daemon, the CLI, the MCP server and the plugin wire
+// translate it.
 var (
 	// ErrNotFound: the process a Ref names does not exist in the sandbox (its
 	// state was removed, or it never existed there).
-	ErrNotFound = errors.New("env: process not found")
+	ErrNotFound = errclass.New(errclass.ProcessGone, "env: process not found")
 
 	// ErrUnsupported: the Environment cannot do what was asked (a PTY on a
 	// backend without one, re-attach of a process that was not detached, …).
 	// Capabilities says in advance what is supported.
-	ErrUnsupported = errors.New("env: not supported by this backend")
+	ErrUnsupported = errclass.New(errclass.Unsupported, "env: not supported by this backend")
 
 	// ErrSandboxGone: the sandbox itself (container, host) disappeared; its
 	// processes are lost.
-	ErrSandboxGone = errors.New("env: sandbox is gone")
+	ErrSandboxGone = errclass.New(errclass.SandboxGone, "env: sandbox is gone")
 
 	// ErrReleased: the Environment was closed or the Process handle released.
-	ErrReleased = errors.New("env: used after release")
+	ErrReleased = errclass.New(errclass.Released, "env: used after release")
 
 	// ErrExited: the operation needs a running process, and it has already
 	// exited. Signal returns it when the process ended before the signal
 	// could be delivered; Wait then reports the real status.
-	ErrExited = errors.New("env: process already exited")
+	ErrExited = errclass.New(errclass.Exited, "env: process already exited")
 
 	// ErrInvalidSpec: the Spec was rejected before anything ran. The error is
 	// a *SpecError naming the field.
-	ErrInvalidSpec = errors.New("env: invalid spec")
+	ErrInvalidSpec = errclass.New(errclass.InvalidSpec, "env: invalid spec")
 
 	// ErrDirNotFound: the working directory does not exist (or is not a
 	// directory) in the sandbox. It also matches ErrInvalidSpec.
-	ErrDirNotFound = errors.New("env: working directory not found")
+	ErrDirNotFound = errclass.New(errclass.InvalidSpec, "env: working directory not found")
 
 	// ErrStdinClosed: stdin was not requested in the Spec, or was closed.
-	ErrStdinClosed = errors.New("env: stdin is closed")
+	ErrStdinClosed = errclass.New(errclass.StdinClosed, "env: stdin is closed")
 
 	// ErrUnavailable: the backend cannot be reached right now (a plugin
 	// process died, a connection dropped and is being re-established). The
 	// process may still be running; retrying later may succeed.
-	ErrUnavailable = errors.New("env: backend unavailable")
+	ErrUnavailable = errclass.New(errclass.Unavailable, "env: backend unavailable")
 )
 
 // SpecError reports a Spec field that was rejected. It matches
@@ -62,8 +66,11 @@ func (e *SpecError) Error() string {
 	return fmt.Sprintf("invalid spec: %s: %s", e.Field, e.Reason)
 }
 
-// Is makes every SpecError match ErrInvalidSpec.
-func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
+// Is makes every SpecError match ErrInvalidSpec, and what ErrInvalidSpec
+// matches (its class).
+func (e *SpecError) Is(target error) bool {
+	return target == ErrInvalidSpec || errors.Is(ErrInvalidSpec, target)
+}
 
 // Unwrap returns the more specific sentinel, if any.
 func (e *SpecError) Unwrap() error { return e.Err }

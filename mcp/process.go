@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -303,26 +304,37 @@ func (s *Server) drainEvents(ctx context.Context, se *session, in ProcessInput) 
 	return res, nil
 }
 
+// toolHints is the MCP translation of the error classes: what a model
+// can do next, added to the registry's message (which says what was
+// wrong) in a tool error. "" adds nothing: the message says it all, or the
+// class is a backend failure the model cannot act on. Every class is
+// listed, so that a class added to errclass and forgotten here fails
+// TestEveryClassHasAToolHint.
+var toolHints = map[errclass.Class]string{
+	errclass.InvalidID:   "use the id that terminal returned, or process action=list",
+	errclass.Ambiguous:   "give the full id",
+	errclass.NotFound:    "process action=list shows the ids that are tracked",
+	errclass.NotRunning:  "the process has ended; poll or log still show its output",
+	errclass.Limit:       "kill or wait for some processes first",
+	errclass.Closed:      "the server is shutting down",
+	errclass.Invalid:     "",
+	errclass.InvalidSpec: "",
+	errclass.Running:     "",
+	errclass.StdinClosed: "",
+	errclass.WaitTimeout: "",
+	errclass.ProcessGone: "",
+	errclass.Unsupported: "",
+	errclass.SandboxGone: "",
+	errclass.Released:    "",
+	errclass.Exited:      "",
+	errclass.Unavailable: "",
+}
+
 // toolError turns a registry error into the message a model can act on:
 // the registry's message (it says what was wrong) plus what to do next.
 func toolError(action string, err error) error {
 	msg := strings.ReplaceAll(err.Error(), "registry: ", "")
-	var hint string
-	switch {
-	case errors.Is(err, registry.ErrInvalidID):
-		hint = "use the id that terminal returned, or process action=list"
-	case errors.Is(err, registry.ErrNotFound):
-		hint = "process action=list shows the ids that are tracked"
-	case errors.Is(err, registry.ErrAmbiguous):
-		hint = "give the full id"
-	case errors.Is(err, registry.ErrNotRunning):
-		hint = "the process has ended; poll or log still show its output"
-	case errors.Is(err, registry.ErrLimit):
-		hint = "kill or wait for some processes first"
-	case errors.Is(err, registry.ErrClosed):
-		hint = "the server is shutting down"
-	}
-	if hint != "" {
+	if hint := toolHints[errclass.Of(err)]; hint != "" {
 		return fmt.Errorf("%s: %s (%s)", action, msg, hint)
 	}
 	return fmt.Errorf("%s: %s", action, msg)

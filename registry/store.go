@@ -61,7 +61,7 @@ func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
 		r.stateChanged()
 	}
 	if p == nil {
-		return nil, fmt.Errorf("%w: %s: it may have finished more than %s ago and been pruned, or been removed; `corral ps --all` lists the tracked processes",
+		return nil, fmt.Errorf("%w: %s: it may have finished more than %s ago and been pruned, or been removed",
 			ErrNotFound, idOrPrefix, r.cfg.FinishedTTL)
 	}
 	return p, nil
@@ -257,11 +257,11 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	if p.endedAt.Load() == 0 {
-		return fmt.Errorf("%w: %s is %s: kill it first (corral kill %s)", ErrRunning, p.id, p.info().State, p.id)
+		return fmt.Errorf("%w: %s is %s: kill it first", ErrRunning, p.id, p.info().State)
 	}
 	if n := p.liveTree(ctx); n > 0 {
-		return fmt.Errorf("%w: %s %s, but %d processes of its tree still run: kill them first (corral kill %s), or remove with force",
-			ErrRunning, p.id, p.info().State, n, p.id)
+		return fmt.Errorf("%w: %s %s, but %d processes of its tree still run: kill them first, or remove with force",
+			ErrRunning, p.id, p.info().State, n)
 	}
 	r.mu.Lock()
 	if r.procs[p.id] == p {

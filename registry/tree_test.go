@@ -62,6 +62,7 @@ func TestLeftoversKeepTheProcessOpen(t *testing.T) {
 	err = r.Remove(ctx, in.ID)
 	require.ErrorIs(t, err, ErrRunning)
 	assert.Contains(t, err.Error(), "1 processes of its tree still run")
+	assert.NotContains(t, err.Error(), "corral ", "the front ends name their own commands")
 	require.NotEmpty(t, sleepers(m), "a refused Remove must not touch the tree")
 
 	// Kill ends the leftovers and reports them; the leader's status stays.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/daemon"
-	"github.com/corralhq/corral/registry"
+	"github.com/corralhq/corral/internal/errclass"
 )
 
 // The commands that act on background processes (start, ps, logs, wait,
@@ -96,20 +96,80 @@ func spawnDaemon(paths daemon.Paths) (int, error) {
 	return pid, nil
 }
 
-// daemonError maps an error of the daemon to corral's exit codes: a
-// request the daemon rejected (unknown or ambiguous ID, bad option) is a
-// usage error (2); anything else is 125.
-func daemonError(op string, err error) error {
-	code := exitCorralError
-	switch {
-	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrAmbiguous),
-		errors.Is(err, registry.ErrInvalidID), errors.Is(err, registry.ErrInvalidOptions):
-		code = exitUsage
+// exitStatuses is the CLI translation of the error classes: the exit
+// status of a command whose request the daemon refused. A request that
+// names no process the daemon knows, or that is malformed, is a usage
+// error (2), as docs/api.md promises; anything else is corral's own
+// failure (125). Every class is listed, so that a class added to errclass
+// and forgotten here fails TestEveryClassHasAnExitStatus. The CLI hears of
+// env's classes only as the daemon answers them: InvalidSpec as invalid,
+// StdinClosed as not_running, the others as internal errors.
+var exitStatuses = map[errclass.Class]int{
+	errclass.InvalidID:   exitUsage,
+	errclass.Ambiguous:   exitUsage,
+	errclass.NotFound:    exitUsage,
+	errclass.Invalid:     exitUsage,
+	errclass.InvalidSpec: exitUsage,
+
+	errclass.Running:     exitCorralError,
+	errclass.NotRunning:  exitCorralError,
+	errclass.StdinClosed: exitCorralError,
+	errclass.Limit:       exitCorralError,
+	errclass.Closed:      exitCorralError,
+	errclass.WaitTimeout: exitCorralError,
+	errclass.ProcessGone: exitCorralError,
+	errclass.Unsupported: exitCorralError,
+	errclass.SandboxGone: exitCorralError,
+	errclass.Released:    exitCorralError,
+	errclass.Exited:      exitCorralError,
+	errclass.Unavailable: exitCorralError,
+}
+
+// procError is a request about one process that the daemon refused; id is
+// the process as the user named it, so that a hint can name the command
+// to run next.
+type procError struct {
+	id  string
+	err error
+}
+
+func (e *procError) Error() string { return e.err.Error() }
+func (e *procError) Unwrap() error { return e.err }
+
+// hint says which command helps after err, or "". The registry's message
+// says what is wrong in its own terms; the commands are the CLI's.
+func hint(err error) string {
+	switch errclass.Of(err) {
+	case errclass.NotFound:
+		return "`corral ps --all` lists the tracked processes"
+	case errclass.Running:
+		var pe *procError
+		if errors.As(err, &pe) {
+			return fmt.Sprintf("corral kill %s, or corral rm --force %s", pe.id, pe.id)
+		}
 	}
-	msg := err.Error()
-	// The package prefixes say nothing to a user of the command.
-	msg = strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(msg)
-	return &exitError{code: code, msg: op + ": " + msg}
+	return ""
+}
+
+// daemonError maps errors of the daemon, one for each request of the
+// command that failed, to corral's exit status (usage, when one of them
+// is a usage error) and one message with a line for each, its hint
+// added.
+func daemonError(op string, errs ...error) error {
+	code := exitCorralError
+	lines := make([]string, 0, len(errs))
+	for _, err := range errs {
+		if exitStatuses[errclass.Of(err)] == exitUsage {
+			code = exitUsage
+		}
+		// The package prefixes say nothing to a user of the command.
+		msg := strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(err.Error())
+		if h := hint(err); h != "" {
+			msg += " (" + h + ")"
+		}
+		lines = append(lines, msg)
+	}
+	return &exitError{code: code, msg: op + ": " + strings.Join(lines, "\n")}
 }
 
 func printJSON(w io.Writer, v any) error {

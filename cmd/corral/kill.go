@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -100,7 +99,7 @@ processes. The result counts the processes the kill ended.`,
 				}
 			}
 			if len(errs) > 0 {
-				return daemonError("kill", errors.Join(errs...))
+				return daemonError("kill", errs...)
 			}
 			return nil
 		},

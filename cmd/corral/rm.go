@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -28,7 +27,7 @@ tree) and then removes it.`,
 			for _, id := range args {
 				full, err := c.Remove(cmd.Context(), id, force)
 				if err != nil {
-					errs = append(errs, err)
+					errs = append(errs, &procError{id: id, err: err})
 					continue
 				}
 				removed = append(removed, full)
@@ -43,7 +42,7 @@ tree) and then removes it.`,
 				printJSON(stdout, map[string]any{"removed": removed})
 			}
 			if len(errs) > 0 {
-				return daemonError("rm", errors.Join(errs...))
+				return daemonError("rm", errs...)
 			}
 			return nil
 		},

@@ -9,26 +9,53 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
 	pb "github.com/corralhq/corral/plugins/proto"
 )
 
-// kinds pairs each sentinel with its wire kind and the gRPC code it travels
-// under. Order matters for ToStatus: ErrDirNotFound is checked before
-// ErrInvalidSpec, which it also matches.
+// kinds is the proto identity of each env sentinel, so that the host
+// re-creates the very sentinel the plugin returned. Order matters for
+// ToStatus: ErrDirNotFound is checked before ErrInvalidSpec, which it also
+// matches.
 var kinds = []struct {
 	err  error
 	kind pb.Error_Kind
-	code codes.Code
 }{
-	{env.ErrDirNotFound, pb.Error_KIND_DIR_NOT_FOUND, codes.InvalidArgument},
-	{env.ErrInvalidSpec, pb.Error_KIND_INVALID_SPEC, codes.InvalidArgument},
-	{env.ErrNotFound, pb.Error_KIND_NOT_FOUND, codes.NotFound},
-	{env.ErrUnsupported, pb.Error_KIND_UNSUPPORTED, codes.Unimplemented},
-	{env.ErrSandboxGone, pb.Error_KIND_SANDBOX_GONE, codes.FailedPrecondition},
-	{env.ErrReleased, pb.Error_KIND_RELEASED, codes.FailedPrecondition},
-	{env.ErrExited, pb.Error_KIND_EXITED, codes.FailedPrecondition},
-	{env.ErrStdinClosed, pb.Error_KIND_STDIN_CLOSED, codes.FailedPrecondition},
-	{env.ErrUnavailable, pb.Error_KIND_UNAVAILABLE, codes.Unavailable},
+	{env.ErrDirNotFound, pb.Error_KIND_DIR_NOT_FOUND},
+	{env.ErrInvalidSpec, pb.Error_KIND_INVALID_SPEC},
+	{env.ErrNotFound, pb.Error_KIND_NOT_FOUND},
+	{env.ErrUnsupported, pb.Error_KIND_UNSUPPORTED},
+	{env.ErrSandboxGone, pb.Error_KIND_SANDBOX_GONE},
+	{env.ErrReleased, pb.Error_KIND_RELEASED},
+	{env.ErrExited, pb.Error_KIND_EXITED},
+	{env.ErrStdinClosed, pb.Error_KIND_STDIN_CLOSED},
+	{env.ErrUnavailable, pb.Error_KIND_UNAVAILABLE},
+}
+
+// classCodes is the gRPC translation of the error classes: the code each
+// class travels under. Only env's classes cross the plugin boundary (a
+// plugin serves an env.Environment, which returns no registry errors): the
+// registry's are listed as codes.Unknown, "not carried", so that a class
+// added to errclass and forgotten here fails TestEveryClassCrossesTheWire.
+var classCodes = map[errclass.Class]codes.Code{
+	errclass.InvalidSpec: codes.InvalidArgument,
+	errclass.ProcessGone: codes.NotFound,
+	errclass.Unsupported: codes.Unimplemented,
+	errclass.SandboxGone: codes.FailedPrecondition,
+	errclass.Released:    codes.FailedPrecondition,
+	errclass.Exited:      codes.FailedPrecondition,
+	errclass.StdinClosed: codes.FailedPrecondition,
+	errclass.Unavailable: codes.Unavailable,
+
+	errclass.InvalidID:   codes.Unknown,
+	errclass.Ambiguous:   codes.Unknown,
+	errclass.NotFound:    codes.Unknown,
+	errclass.Invalid:     codes.Unknown,
+	errclass.Running:     codes.Unknown,
+	errclass.NotRunning:  codes.Unknown,
+	errclass.Limit:       codes.Unknown,
+	errclass.Closed:      codes.Unknown,
+	errclass.WaitTimeout: codes.Unknown,
 }
 
 // ToStatus turns an error of the plugin's Environment into a gRPC status
@@ -51,7 +78,7 @@ func ToStatus(err error) error {
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
-			code, detail.Kind = k.code, k.kind
+			code, detail.Kind = classCodes[errclass.Of(k.err)], k.kind
 			break
 		}
 	}

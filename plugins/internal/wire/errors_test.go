@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
 )
 
 // TestErrorRoundTrip sends every sentinel through ToStatus and FromStatus
@@ -69,5 +70,66 @@ func TestTransportFailureIsUnavailable(t *testing.T) {
 	}
 	if got := FromStatus("op", ToStatus(errors.New("plain"))); got.Error() != "op: plain" {
 		t.Errorf("plain error round trip = %q", got)
+	}
+}
+
+// TestEveryClassCrossesTheWire walks every error class: a class the plugin
+// protocol carries has a gRPC code and a proto kind for each of its
+// sentinels, and each sentinel comes back as itself under that code; a
+// class it does not carry (the registry's) has neither, and comes back as
+// no class at all. A class added to errclass without a decision here fails.
+func TestEveryClassCrossesTheWire(t *testing.T) {
+	// The codes on the wire, as plugins built with earlier SDKs send them.
+	want := map[error]codes.Code{
+		env.ErrInvalidSpec: codes.InvalidArgument,
+		env.ErrDirNotFound: codes.InvalidArgument,
+		env.ErrNotFound:    codes.NotFound,
+		env.ErrUnsupported: codes.Unimplemented,
+		env.ErrSandboxGone: codes.FailedPrecondition,
+		env.ErrReleased:    codes.FailedPrecondition,
+		env.ErrExited:      codes.FailedPrecondition,
+		env.ErrStdinClosed: codes.FailedPrecondition,
+		env.ErrUnavailable: codes.Unavailable,
+	}
+	for _, c := range errclass.Classes() {
+		code, ok := classCodes[c]
+		if !ok {
+			t.Errorf("class %v: no gRPC code (codes.Unknown if plugins never return it)", c)
+			continue
+		}
+		var members []error
+		for _, k := range kinds {
+			if errclass.Of(k.err) == c {
+				members = append(members, k.err)
+			}
+		}
+		if code == codes.Unknown {
+			if len(members) > 0 {
+				t.Errorf("class %v is not carried, yet %v have proto kinds", c, members)
+			}
+			got := FromStatus("op", ToStatus(fmt.Errorf("x: %w", errclass.New(c, "test"))))
+			if cl := errclass.Of(got); cl != errclass.Unknown {
+				t.Errorf("class %v, not carried, came back as %v", c, cl)
+			}
+			continue
+		}
+		if len(members) == 0 {
+			t.Errorf("class %v travels as %v but no sentinel of it has a proto kind", c, code)
+		}
+		for _, s := range members {
+			st, _ := status.FromError(ToStatus(fmt.Errorf("mybackend: %w", s)))
+			if st.Code() != code || st.Code() != want[s] {
+				t.Errorf("%v (class %v) travels as %v, want %v", s, c, st.Code(), want[s])
+			}
+			got := FromStatus("op", st.Err())
+			if !errors.Is(got, s) || errclass.Of(got) != c {
+				t.Errorf("%v (class %v) came back as %v, class %v", s, c, got, errclass.Of(got))
+			}
+		}
+	}
+	for s := range want {
+		if c := errclass.Of(s); classCodes[c] == codes.Unknown {
+			t.Errorf("%v: its class %v is not carried", s, c)
+		}
 	}
 }

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/registry"
+)
+
+// answer sends err through the daemon's side of the API (status, code and
+// JSON body) and reads it back as the client does.
+func answer(err error) (*APIError, int) {
+	rec := httptest.NewRecorder()
+	status, code := errorCode(err)
+	writeError(rec, status, code, err.Error())
+	resp := rec.Result()
+	defer resp.Body.Close()
+	var ae *APIError
+	if !errors.As(readError(resp), &ae) {
+		panic("readError returned no *APIError")
+	}
+	return ae, resp.StatusCode
+}
+
+// TestEveryClassCrossesHTTP walks every error class through the API: the
+// status and code it is answered with, and the class the client reads
+// back. A class added to errclass and not to httpErrors fails here.
+func TestEveryClassCrossesHTTP(t *testing.T) {
+	// What the API answered before classes existed (docs/api.md): a class
+	// travels as itself, as the registry class a client acts on alike
+	// (folded), or as an internal error.
+	internal := httpError{http.StatusInternalServerError, CodeInternal}
+	want := map[errclass.Class]struct {
+		h      httpError
+		folded errclass.Class
+	}{
+		errclass.InvalidID:   {h: httpError{400, CodeInvalidID}},
+		errclass.Ambiguous:   {h: httpError{400, CodeAmbiguous}},
+		errclass.NotFound:    {h: httpError{404, CodeNotFound}},
+		errclass.Invalid:     {h: httpError{400, CodeInvalid}},
+		errclass.InvalidSpec: {h: httpError{400, CodeInvalid}, folded: errclass.Invalid},
+		errclass.Running:     {h: httpError{409, CodeRunning}},
+		errclass.NotRunning:  {h: httpError{409, CodeNotRunning}},
+		errclass.StdinClosed: {h: httpError{409, CodeNotRunning}, folded: errclass.NotRunning},
+		errclass.Limit:       {h: httpError{429, CodeLimit}},
+		errclass.Closed:      {h: httpError{503, CodeClosed}},
+		errclass.WaitTimeout: {h: internal},
+		errclass.ProcessGone: {h: internal},
+		errclass.Unsupported: {h: internal},
+		errclass.SandboxGone: {h: internal},
+		errclass.Released:    {h: internal},
+		errclass.Exited:      {h: internal},
+		errclass.Unavailable: {h: internal},
+	}
+	for _, c := range errclass.Classes() {
+		if _, ok := httpErrors[c]; !ok {
+			t.Errorf("class %v: no HTTP status and code in httpErrors", c)
+			continue
+		}
+		w, ok := want[c]
+		if !ok {
+			t.Errorf("class %v: this test does not say how it must travel", c)
+			continue
+		}
+		sentinel := errclass.New(c, "test sentinel")
+		got, status := answer(fmt.Errorf("registry: op: %w", sentinel))
+		if status != w.h.status || got.Status != w.h.status || got.Code != w.h.code {
+			t.Errorf("class %v answered %d %q, want %d %q", c, got.Status, got.Code, w.h.status, w.h.code)
+		}
+		back := errclass.Of(got)
+		switch {
+		case w.h == internal:
+			if back != errclass.Unknown {
+				t.Errorf("class %v, an internal error, came back as %v", c, back)
+			}
+		case w.folded != errclass.Unknown:
+			if back != w.folded || errors.Is(got, sentinel) {
+				t.Errorf("class %v came back as %v, want %v", c, back, w.folded)
+			}
+		default:
+			if back != c || !errors.Is(got, sentinel) {
+				t.Errorf("class %v came back as %v (errors.Is %v)", c, back, errors.Is(got, sentinel))
+			}
+		}
+	}
+	if got, _ := answer(errors.New("boom")); got.Code != CodeInternal || errclass.Of(got) != errclass.Unknown {
+		t.Errorf("a plain error answered %q, class %v", got.Code, errclass.Of(got))
+	}
+}
+
+// TestSentinelsCrossHTTP: the client's error matches the very sentinel the
+// registry returned, and no other; a folded env sentinel matches the
+// registry's it travels as.
+func TestSentinelsCrossHTTP(t *testing.T) {
+	all := []error{registry.ErrInvalidID, registry.ErrAmbiguous, registry.ErrNotFound, registry.ErrInvalidOptions,
+		registry.ErrRunning, registry.ErrNotRunning, registry.ErrLimit, registry.ErrClosed, registry.ErrWaitTimeout,
+		env.ErrInvalidSpec, env.ErrDirNotFound, env.ErrStdinClosed, env.ErrNotFound, env.ErrUnsupported,
+		env.ErrSandboxGone, env.ErrReleased, env.ErrExited, env.ErrUnavailable}
+	cases := []struct {
+		err  error
+		want error // nil: an internal error
+	}{
+		{registry.ErrInvalidID, registry.ErrInvalidID},
+		{&registry.AmbiguousError{Prefix: "abcd", Candidates: []string{"proc_abcd00000000", "proc_abcd00000001"}}, registry.ErrAmbiguous},
+		{registry.ErrNotFound, registry.ErrNotFound},
+		{registry.ErrInvalidOptions, registry.ErrInvalidOptions},
+		{&env.SpecError{Field: "Dir", Value: "/nope", Reason: "no such directory", Err: env.ErrDirNotFound}, registry.ErrInvalidOptions},
+		{registry.ErrRunning, registry.ErrRunning},
+		{fmt.Errorf("registry: write x: %w: %w", registry.ErrNotRunning, env.ErrExited), registry.ErrNotRunning},
+		{env.ErrStdinClosed, registry.ErrNotRunning},
+		{registry.ErrLimit, registry.ErrLimit},
+		{registry.ErrClosed, registry.ErrClosed},
+		{registry.ErrWaitTimeout, nil},
+		{env.ErrNotFound, nil},
+		{env.ErrUnavailable, nil},
+		{env.ErrExited, nil},
+	}
+	for _, tc := range cases {
+		got, _ := answer(fmt.Errorf("op: %w", tc.err))
+		if got.Message != "op: "+tc.err.Error() {
+			t.Errorf("%v: message %q", tc.err, got.Message)
+		}
+		for _, s := range all {
+			if errors.Is(got, s) != (s == tc.want) {
+				t.Errorf("%v answered %q: errors.Is(_, %v) = %v", tc.err, got.Code, s, errors.Is(got, s))
+			}
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package errclass_test
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/registry"
+)
+
+// sentinels is every sentinel of env and registry with the class it must
+// declare. TestEverySentinelIsListed keeps it complete.
+var sentinels = map[string]struct {
+	err   error
+	class errclass.Class
+}{
+	"env.ErrNotFound":            {env.ErrNotFound, errclass.ProcessGone},
+	"env.ErrUnsupported":         {env.ErrUnsupported, errclass.Unsupported},
+	"env.ErrSandboxGone":         {env.ErrSandboxGone, errclass.SandboxGone},
+	"env.ErrReleased":            {env.ErrReleased, errclass.Released},
+	"env.ErrExited":              {env.ErrExited, errclass.Exited},
+	"env.ErrInvalidSpec":         {env.ErrInvalidSpec, errclass.InvalidSpec},
+	"env.ErrDirNotFound":         {env.ErrDirNotFound, errclass.InvalidSpec},
+	"env.ErrStdinClosed":         {env.ErrStdinClosed, errclass.StdinClosed},
+	"env.ErrUnavailable":         {env.ErrUnavailable, errclass.Unavailable},
+	"registry.ErrInvalidID":      {registry.ErrInvalidID, errclass.InvalidID},
+	"registry.ErrNotFound":       {registry.ErrNotFound, errclass.NotFound},
+	"registry.ErrAmbiguous":      {registry.ErrAmbiguous, errclass.Ambiguous},
+	"registry.ErrLimit":          {registry.ErrLimit, errclass.Limit},
+	"registry.ErrWaitTimeout":    {registry.ErrWaitTimeout, errclass.WaitTimeout},
+	"registry.ErrRunning":        {registry.ErrRunning, errclass.Running},
+	"registry.ErrNotRunning":     {registry.ErrNotRunning, errclass.NotRunning},
+	"registry.ErrInvalidOptions": {registry.ErrInvalidOptions, errclass.Invalid},
+	"registry.ErrClosed":         {registry.ErrClosed, errclass.Closed},
+}
+
+// TestEverySentinelIsListed reads the Err* variables declared in
+// env/errors.go and registry/errors.go: a sentinel added there must be
+// added to sentinels, with its class.
+func TestEverySentinelIsListed(t *testing.T) {
+	var declared []string
+	for pkg, file := range map[string]string{"env": "../../env/errors.go", "registry": "../../registry/errors.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.FromSlash(file), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(name.Name, "Err") {
+						declared = append(declared, pkg+"."+name.Name)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(declared)
+	var listed []string
+	for name := range sentinels {
+		listed = append(listed, name)
+	}
+	slices.Sort(listed)
+	if !slices.Equal(declared, listed) {
+		t.Errorf("sentinels declared %v, listed here %v", declared, listed)
+	}
+}
+
+// TestSentinelClasses: each sentinel is of its class and of no other, and
+// stays a distinct value with its message.
+func TestSentinelClasses(t *testing.T) {
+	for name, s := range sentinels {
+		if got := errclass.Of(s.err); got != s.class {
+			t.Errorf("%s: class %v, want %v", name, got, s.class)
+		}
+		wrapped := fmt.Errorf("op: %w", s.err)
+		if got := errclass.Of(wrapped); got != s.class {
+			t.Errorf("wrapped %s: class %v, want %v", name, got, s.class)
+		}
+		if !errclass.Match(s.err, s.class) {
+			t.Errorf("%s does not Match its class %v", name, s.class)
+		}
+		for _, c := range errclass.Classes() {
+			if c != s.class && (errclass.Is(wrapped, c) || errclass.Match(s.err, c)) {
+				t.Errorf("%s is also of class %v", name, c)
+			}
+		}
+		for other, o := range sentinels {
+			if other != name && errors.Is(s.err, o.err) {
+				t.Errorf("%s matches %s", name, other)
+			}
+		}
+		if !strings.HasPrefix(s.err.Error(), strings.SplitN(name, ".", 2)[0]+": ") {
+			t.Errorf("%s: message %q lacks its package prefix", name, s.err)
+		}
+	}
+}
+
+// TestClassOfCompositeErrors: the types that match a sentinel through an
+// Is method are of its class, and an error of several classes is of the
+// first in precedence, whatever the order of wrapping.
+func TestClassOfCompositeErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want errclass.Class
+	}{
+		{"SpecError", &env.SpecError{Field: "Dir", Reason: "no"}, errclass.InvalidSpec},
+		{"SpecError with ErrDirNotFound", fmt.Errorf("start: %w", &env.SpecError{Field: "Dir", Reason: "no", Err: env.ErrDirNotFound}), errclass.InvalidSpec},
+		{"AmbiguousError", fmt.Errorf("x: %w", &registry.AmbiguousError{Prefix: "abcd"}), errclass.Ambiguous},
+		{"not running, as env said exited", fmt.Errorf("write: %w: %w", registry.ErrNotRunning, env.ErrExited), errclass.NotRunning},
+		{"the same, wrapped the other way", fmt.Errorf("write: %w: %w", env.ErrExited, registry.ErrNotRunning), errclass.NotRunning},
+		{"joined", errors.Join(registry.ErrClosed, registry.ErrNotFound), errclass.NotFound},
+		{"plain", errors.New("registry: not found"), errclass.Unknown},
+		{"nil", nil, errclass.Unknown},
+	}
+	for _, tc := range cases {
+		if got := errclass.Of(tc.err); got != tc.want {
+			t.Errorf("%s: class %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Is still tells the sentinels of one class apart.
+	if errors.Is(&env.SpecError{Field: "Dir", Reason: "no"}, env.ErrDirNotFound) {
+		t.Error("a SpecError without Err matches ErrDirNotFound")
+	}
+}
+
+func TestClassNames(t *testing.T) {
+	seen := map[string]bool{errclass.Unknown.String(): true}
+	for _, c := range errclass.Classes() {
+		n := c.String()
+		if n == "" || strings.HasPrefix(n, "class(") || seen[n] {
+			t.Errorf("class %d: name %q missing or repeated", c, n)
+		}
+		seen[n] = true
+		if errclass.Match(errors.New(n), c) || errclass.Is(errors.New(n), c) {
+			t.Errorf("a plain error matches class %v", c)
+		}
+	}
+	if errclass.Is(errclass.New(errclass.Unknown, "x"), errclass.Unknown) {
+		t.Error("Is(_, Unknown) holds")
+	}
+}

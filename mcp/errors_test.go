@@ -1,0 +1,66 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/registry"
+)
+
+// TestEveryClassHasAToolHint walks every error class: a class added to
+// errclass and not to toolHints fails here. The tool error is the
+// registry's message, without its package prefix, plus the hint.
+func TestEveryClassHasAToolHint(t *testing.T) {
+	for _, c := range errclass.Classes() {
+		hint, ok := toolHints[c]
+		if !ok {
+			t.Errorf("class %v: no entry in toolHints (\"\" for none)", c)
+			continue
+		}
+		want := "poll: op: test"
+		if hint != "" {
+			want += " (" + hint + ")"
+		}
+		if got := toolError("poll", fmt.Errorf("registry: op: %w", errclass.New(c, "test"))).Error(); got != want {
+			t.Errorf("class %v: tool error %q, want %q", c, got, want)
+		}
+	}
+}
+
+// TestToolErrorsSpeakMCP: the hints of real registry errors name the
+// tool's actions, never the CLI's commands, and an error of two classes
+// (not running because the process exited) gets the registry's hint.
+func TestToolErrorsSpeakMCP(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("registry: no such process: %w", registry.ErrNotFound), "process action=list shows the ids that are tracked"},
+		{fmt.Errorf("registry: write x: %w: %w", registry.ErrNotRunning, env.ErrExited), "the process has ended"},
+		{&registry.AmbiguousError{Prefix: "abcd", Candidates: []string{"proc_abcd00000000", "proc_abcd00000001"}}, "give the full id"},
+	}
+	for _, tc := range cases {
+		if got := toolError("poll", tc.err).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "registry: ") {
+			t.Errorf("%v: tool error %q, want %q", tc.err, got, tc.want)
+		}
+	}
+
+	_, cs := connect(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "process", Arguments: map[string]any{"action": "poll", "id": "proc_000000000000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*sdk.TextContent).Text
+	if !res.IsError || !strings.Contains(text, "proc_000000000000") || !strings.Contains(text, "action=list") || strings.Contains(text, "corral ") {
+		t.Errorf("unknown id: tool error %v %q", res.IsError, text)
+	}
+}
