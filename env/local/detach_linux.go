@@ -208,15 +208,11 @@ func parseExit(data []byte) (env.ExitStatus, bool) {
 	return st, true
 }
 
-// identityLive reports whether pid is alive, not a zombie, and started at
-// start: the same process that was recorded, not a PID reused since.
-func identityLive(pid int, start uint64) bool {
-	s, err := readStat(pid)
-	return err == nil && s.startTime == start && s.state != 'Z' && s.state != 'X'
-}
-
-func (d *detached) leaderLive() bool { return identityLive(d.st.PID, d.st.StartTime) }
-func (d *detached) shimAlive() bool  { return identityLive(d.st.ShimPID, d.st.ShimStart) }
+// leaderLive and shimAlive report whether the recorded process is still
+// running: alive, not a zombie, and the same process, not a PID reused
+// since.
+func (d *detached) leaderLive() bool { return d.st.leader().Alive() }
+func (d *detached) shimAlive() bool  { return d.st.shim().Alive() }
 
 // lost reports a shim that died without recording the exit (killed by
 // hand, machine trouble): the status can never be known.
