@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/corralhq/corral/env"
 	"golang.org/x/sys/unix"
@@ -225,35 +224,6 @@ func (d *detached) lost() bool {
 }
 
 var errLost = errors.New("the shim supervising the process died without recording its exit status")
-
-// backoff yields poll intervals: fast right after activity, slower while
-// idle.
-type backoff struct{ d time.Duration }
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.d == 0:
-		b.d = 2 * time.Millisecond
-	case b.d < 200*time.Millisecond:
-		b.d *= 2
-	}
-	return b.d
-}
-
-func (b *backoff) reset() { b.d = 0 }
-
-func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return os.ErrClosed
-	}
-}
 
 func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if d.released.Load() {
