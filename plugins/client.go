@@ -1,7 +1,6 @@
 package plugins
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/procstat"
 	"github.com/corralhq/corral/plugins/internal/wire"
 	pb "github.com/corralhq/corral/plugins/proto"
 )
@@ -119,18 +118,21 @@ func (c *conn) exited() bool {
 }
 
 // processRunning reports whether pid exists and is not a zombie. Where
-// /proc is missing it assumes so and leaves detection to go-plugin.
+// /proc is missing, or says something it cannot parse, it assumes so and
+// leaves detection to go-plugin.
 func processRunning(pid int) bool {
 	if pid <= 0 {
 		return true
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, err := procstat.Read(pid)
+	switch {
+	case errors.Is(err, procstat.ErrMalformed):
+		return true
+	case err != nil:
 		_, statErr := os.Stat("/proc/self/stat")
 		return statErr != nil
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || len(b) <= i+2 || b[i+2] != 'Z'
+	return st.State != 'Z'
 }
 
 // kill stops the plugin process and releases the pidfd.

@@ -8,3 +8,6 @@ func WithDialOptions(opts Options, dial ...grpc.DialOption) Options {
 	opts.dialOptions = append(opts.dialOptions, dial...)
 	return opts
 }
+
+// ProcessRunning is the host's /proc check of a plugin process.
+var ProcessRunning = processRunning

@@ -1,6 +1,6 @@
 package main
 
-import "strings"
+import "github.com/corralhq/corral/internal/shellquote"
 
 // commandLine turns the words after `--` into the shell command line the
 // backend runs with /bin/sh -c.
@@ -17,16 +17,5 @@ func commandLine(words []string) string {
 	if len(words) == 1 {
 		return words[0]
 	}
-	quoted := make([]string, len(words))
-	for i, w := range words {
-		quoted[i] = shellQuote(w)
-	}
-	return strings.Join(quoted, " ")
-}
-
-// shellQuote single-quotes s for a POSIX shell: inside single quotes
-// nothing is special except the quote itself, which is closed, escaped
-// with a backslash and reopened.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return shellquote.Join(words)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 	"github.com/stretchr/testify/require"
 )
 
@@ -60,13 +61,13 @@ func testLeftoverOutput(t *testing.T, s *suite) {
 	gate := dir + "/go"
 	// The leftover waits for a file the test creates after the leader's
 	// exit, so "late" is certainly written after it.
-	script := exportMarkers([]string{m}) + `G=` + shellQuote(gate) + `
+	script := exportMarkers([]string{m}) + `G=` + shellquote.Quote(gate) + `
 sh -c 'while [ ! -e "$1" ]; do sleep 0.05; done; echo late; exec sleep "$2"' leftover "$G" "$M0" &
 echo early`
 	p := s.start(t, e, env.Spec{Command: script, Detach: !caps.ReplayOutput})
 	require.Equal(t, env.Exited(0), s.wait(t, p))
 	s.waitProcs(t, e, true, m)
-	s.sh(t, e, "touch "+shellQuote(gate))
+	s.sh(t, e, "touch "+shellquote.Quote(gate))
 
 	want := []byte("early\nlate\n")
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)

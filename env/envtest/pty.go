@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 var ptyCases = []testCase{
@@ -178,7 +179,7 @@ exit 4`, m)
 		}
 		s.waitFor(t, w2, "size=41 99")
 	}
-	s.sh(t, e2, "touch "+shellQuote(string(gate)))
+	s.sh(t, e2, "touch "+shellquote.Quote(string(gate)))
 	if st := s.wait(t, p2); st != env.Exited(4) {
 		t.Errorf("status = %v, want exit status 4", st)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 var reattachCases = []testCase{
@@ -88,7 +89,7 @@ exit 5`, m[0], m[1], numberedLinesCommand(0, 2000), numberedLinesCommand(2000, 4
 	// Detached processes outlive the Environment that started them.
 	s.waitProcs(t, e2, true, m...)
 	if mode == reattachAfterExit {
-		s.sh(t, e2, "touch "+shellQuote(gate))
+		s.sh(t, e2, "touch "+shellquote.Quote(gate))
 		s.waitProcs(t, e2, false, m...)
 	}
 	p2, err := e2.Attach(s.ctx(t), ref2)
@@ -112,7 +113,7 @@ exit 5`, m[0], m[1], numberedLinesCommand(0, 2000), numberedLinesCommand(2000, 4
 		if got, err := ReadAll(s.ctx(t), p2); err != nil || !bytes.Equal(got, want[:head1]) {
 			t.Errorf("output after the kill = %d bytes, %v; want the %d bytes written before it", len(got), err, head1)
 		}
-		s.sh(t, e2, "rm -rf "+shellQuote(strings.TrimSuffix(gate, "/go")))
+		s.sh(t, e2, "rm -rf "+shellquote.Quote(strings.TrimSuffix(gate, "/go")))
 		return
 	}
 
@@ -124,7 +125,7 @@ exit 5`, m[0], m[1], numberedLinesCommand(0, 2000), numberedLinesCommand(2000, 4
 		if _, err := w0.WaitLen(s.ctx(t), head1); err != nil {
 			t.Fatalf("attached output from 0: %v", err)
 		}
-		s.sh(t, e2, "touch "+shellQuote(gate))
+		s.sh(t, e2, "touch "+shellquote.Quote(gate))
 	}
 	if st := s.wait(t, p2); st != env.Exited(5) {
 		t.Errorf("status through the attached handle = %v, want exit status 5", st)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 var specCases = []testCase{
@@ -16,11 +17,6 @@ var specCases = []testCase{
 	{"Unsupported", testUnsupported},
 }
 
-// shellQuote single-quotes s for /bin/sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // tempDir creates a directory in the sandbox, through e, removed (through
 // e) when the test ends.
 func (s *suite) tempDir(t *testing.T, e env.Environment) string {
@@ -29,7 +25,7 @@ func (s *suite) tempDir(t *testing.T, e env.Environment) string {
 	if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\n") {
 		t.Fatalf("mktemp -d printed %q, want an absolute path", d)
 	}
-	t.Cleanup(func() { s.sh(t, e, "rm -rf "+shellQuote(d)) })
+	t.Cleanup(func() { s.sh(t, e, "rm -rf "+shellquote.Quote(d)) })
 	return d
 }
 
@@ -46,7 +42,7 @@ func testDirCreated(t *testing.T, s *suite) {
 	base := s.tempDir(t, e)
 	// Ask the sandbox for the physical path, so a symlinked /tmp (macOS)
 	// does not make the comparison fail.
-	dir := strings.TrimSuffix(s.sh(t, e, "d="+shellQuote(base+`/a b'c $x`)+` && mkdir "$d" && cd "$d" && pwd -P`), "\n")
+	dir := strings.TrimSuffix(s.sh(t, e, "d="+shellquote.Quote(base+`/a b'c $x`)+` && mkdir "$d" && cd "$d" && pwd -P`), "\n")
 	out, st := s.run(t, e, env.Spec{Command: "pwd -P", Dir: dir})
 	if !st.Success() || string(out) != dir+"\n" {
 		t.Errorf("pwd -P = %q, %v; want %q, exit status 0", out, st, dir+"\n")
@@ -77,10 +73,10 @@ func testInvalidSpecs(t *testing.T, s *suite) {
 	e := s.newEnv(t)
 	caps := e.Capabilities()
 	dir := s.tempDir(t, e)
-	s.sh(t, e, "echo > "+shellQuote(dir+"/plain-file"))
+	s.sh(t, e, "echo > "+shellquote.Quote(dir+"/plain-file"))
 	sentinel := dir + "/started"
 	// If the backend ran any of these, the sentinel file appears.
-	mark := "echo started >> " + shellQuote(sentinel)
+	mark := "echo started >> " + shellquote.Quote(sentinel)
 	type badSpec struct {
 		name   string
 		spec   env.Spec
@@ -128,8 +124,8 @@ func testInvalidSpecs(t *testing.T, s *suite) {
 	}
 	// A valid spec with the same command works, which also proves the
 	// sentinel check below can see a start.
-	s.sh(t, e, mark+" && rm "+shellQuote(sentinel))
-	if out := s.sh(t, e, "if [ -e "+shellQuote(sentinel)+" ]; then echo ran; fi"); out != "" {
+	s.sh(t, e, mark+" && rm "+shellquote.Quote(sentinel))
+	if out := s.sh(t, e, "if [ -e "+shellquote.Quote(sentinel)+" ]; then echo ran; fi"); out != "" {
 		t.Errorf("a rejected spec ran anyway (sentinel file exists)")
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/corralhq/corral/env"
 	"golang.org/x/sys/unix"
@@ -208,15 +207,11 @@ func parseExit(data []byte) (env.ExitStatus, bool) {
 	return st, true
 }
 
-// identityLive reports whether pid is alive, not a zombie, and started at
-// start: the same process that was recorded, not a PID reused since.
-func identityLive(pid int, start uint64) bool {
-	s, err := readStat(pid)
-	return err == nil && s.startTime == start && s.state != 'Z' && s.state != 'X'
-}
-
-func (d *detached) leaderLive() bool { return identityLive(d.st.PID, d.st.StartTime) }
-func (d *detached) shimAlive() bool  { return identityLive(d.st.ShimPID, d.st.ShimStart) }
+// leaderLive and shimAlive report whether the recorded process is still
+// running: alive, not a zombie, and the same process, not a PID reused
+// since.
+func (d *detached) leaderLive() bool { return d.st.leader().Alive() }
+func (d *detached) shimAlive() bool  { return d.st.shim().Alive() }
 
 // lost reports a shim that died without recording the exit (killed by
 // hand, machine trouble): the status can never be known.
@@ -229,35 +224,6 @@ func (d *detached) lost() bool {
 }
 
 var errLost = errors.New("the shim supervising the process died without recording its exit status")
-
-// backoff yields poll intervals: fast right after activity, slower while
-// idle.
-type backoff struct{ d time.Duration }
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.d == 0:
-		b.d = 2 * time.Millisecond
-	case b.d < 200*time.Millisecond:
-		b.d *= 2
-	}
-	return b.d
-}
-
-func (b *backoff) reset() { b.d = 0 }
-
-func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return os.ErrClosed
-	}
-}
 
 func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if d.released.Load() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/procstat"
 )
 
 func newTestEnv(t *testing.T, disableCgroup bool) *Env {
@@ -195,7 +196,7 @@ func TestIdentityCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
-		st, err := readStat(victim.Process.Pid)
+		st, err := procstat.Read(victim.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +205,7 @@ func TestIdentityCheck(t *testing.T) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		forged := shimState{PID: victim.Process.Pid, StartTime: st.startTime + 1, ShimPID: victim.Process.Pid, ShimStart: st.startTime + 1}
+		forged := shimState{PID: victim.Process.Pid, StartTime: st.StartTime + 1, ShimPID: victim.Process.Pid, ShimStart: st.StartTime + 1}
 		if disableCgroup {
 			forged.Tag = treeTagPrefix + id
 		} else {
@@ -244,11 +245,11 @@ func TestIdentityCheck(t *testing.T) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		forged.StartTime = st.startTime
+		forged.StartTime = st.StartTime
 		if err := writeJSONAtomic(filepath.Join(dir, fileState), forged); err != nil {
 			t.Fatal(err)
 		}
-		data, _ = json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: st.startTime + 7})
+		data, _ = json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: st.StartTime + 7})
 		if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
 			t.Errorf("Attach with a wrong start time = %v, want ErrNotFound", err)
 		}
@@ -555,20 +556,6 @@ func TestCloseKeepsDetached(t *testing.T) {
 			t.Errorf("status %v", st)
 		}
 	})
-}
-
-func TestParseStat(t *testing.T) {
-	line := []byte("4242 (we ird) name)) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615")
-	st, err := parseStat(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.state != 'S' || st.ppid != 1 || st.pgid != 4242 || st.startTime != 987654 {
-		t.Errorf("parsed %+v", st)
-	}
-	if _, err := parseStat([]byte("12 (x) S 1")); err == nil {
-		t.Error("short stat accepted")
-	}
 }
 
 // TestStdinDeadlineDoesNotStick: a Write bounded by a context deadline

@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,6 +77,16 @@ type shimState struct {
 	// names the per-process shim of earlier versions, which wrote a
 	// separate exit file.
 	Server int `json:"server,omitempty"`
+}
+
+// leader and shim are the recorded identities of the command and of the
+// shim server that runs it.
+func (s shimState) leader() procstat.Identity {
+	return procstat.Identity{PID: s.PID, StartTime: s.StartTime}
+}
+
+func (s shimState) shim() procstat.Identity {
+	return procstat.Identity{PID: s.ShimPID, StartTime: s.ShimStart}
 }
 
 // shimProtocol is the version of the conversation between supervisor and
@@ -272,8 +283,8 @@ func runShimServer(stateDir string, ready *os.File) error {
 		reserved: true,
 		wake:     make(chan struct{}, 1),
 	}
-	if st, err := readStat(s.pid); err == nil {
-		s.start = st.startTime
+	if st, err := procstat.Read(s.pid); err == nil {
+		s.start = st.StartTime
 	}
 	s.stdin = newStdinWatcher(s)
 	_, _ = ready.WriteString("ok")
@@ -557,8 +568,8 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	}
 	p.pid = pid
 	var startTime uint64
-	if st, err := readStat(pid); err == nil {
-		startTime = st.startTime
+	if st, err := procstat.Read(pid); err == nil {
+		startTime = st.StartTime
 	}
 	s.mu.Lock()
 	s.procs[pid] = p

@@ -28,7 +28,7 @@ func startDetachedT(t *testing.T, e *Env, spec env.Spec) *detached {
 	return d
 }
 
-func serverAlive(st shimState) bool { return identityLive(st.ShimPID, st.ShimStart) }
+func serverAlive(st shimState) bool { return st.shim().Alive() }
 
 // TestShimServerShared: every Env of a state directory uses the one
 // server, also after the Env that started it closed.

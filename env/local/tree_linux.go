@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -332,7 +333,7 @@ func (t *cgroupTree) survivors(bool) ([]int, error) {
 	}
 	live := pids[:0]
 	for _, pid := range pids {
-		if st, err := readStat(pid); err == nil && st.state != 'Z' && st.state != 'X' {
+		if st, err := procstat.Read(pid); err == nil && !st.Exited() {
 			live = append(live, pid)
 		}
 	}
@@ -390,18 +391,18 @@ func (t *scanTree) scan(leaderLive bool) ([]member, bool, error) {
 		if err != nil || pid == self {
 			continue
 		}
-		st, err := readStat(pid)
-		if err != nil || st.state == 'Z' || st.state == 'X' {
+		st, err := procstat.Read(pid)
+		if err != nil || st.Exited() {
 			continue
 		}
 		tagged := hasEnvVar(pid, needle)
-		if !tagged && (t.pgid == 0 || st.pgid != t.pgid) {
+		if !tagged && (t.pgid == 0 || st.PGID != t.pgid) {
 			continue
 		}
-		if tagged && st.pgid == t.pgid {
+		if tagged && st.PGID == t.pgid {
 			groupOurs = true
 		}
-		found = append(found, member{pid: pid, pgid: st.pgid, tagged: tagged})
+		found = append(found, member{pid: pid, pgid: st.PGID, tagged: tagged})
 	}
 	if !groupOurs {
 		kept := found[:0]
@@ -495,43 +496,6 @@ func signalVerified(pid int, sig syscall.Signal, stillOurs func() bool) error {
 		return fmt.Errorf("signal %d: %w", pid, err)
 	}
 	return nil
-}
-
-// procStat holds the fields of /proc/PID/stat this package needs.
-type procStat struct {
-	state     byte
-	ppid      int
-	pgid      int
-	startTime uint64 // clock ticks after boot: with the PID, an identity
-}
-
-func readStat(pid int) (procStat, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(data)
-}
-
-func parseStat(data []byte) (procStat, error) {
-	// The command name (field 2) may hold spaces and parentheses: the
-	// fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(data[i+1:]))
-	// f[0] is field 3 (state); field N is f[N-3].
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgid, err2 := strconv.Atoi(f[2])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: %w", err)
-	}
-	return procStat{state: f[0][0], ppid: ppid, pgid: pgid, startTime: start}, nil
 }
 
 // waitNoReap blocks until p has exited, leaving it a zombie so its PID

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/corralhq/corral/internal/backoff"
 	"golang.org/x/sys/unix"
 )
 
@@ -208,13 +209,20 @@ type dirWatch struct {
 	ch      chan struct{}
 	closed  <-chan struct{}
 	polling bool // the hub closed: poll from now on
-	b       backoff
+	b       backoff.Backoff
 	once    sync.Once
 }
 
 func (e *Env) newDirWatch(dir string) *dirWatch {
 	hw, ch := e.hub.watch(dir)
-	return &dirWatch{h: &e.hub, hw: hw, ch: ch, closed: e.hub.closedCh()}
+	return &dirWatch{h: &e.hub, hw: hw, ch: ch, closed: e.hub.closedCh(), b: newPollBackoff()}
+}
+
+// newPollBackoff paces a watch without inotify: 2ms right after activity,
+// doubling while idle up to 256ms, so a busy directory is seen within
+// milliseconds and an idle one costs a few reads a second.
+func newPollBackoff() backoff.Backoff {
+	return backoff.Backoff{Min: 2 * time.Millisecond, Max: 256 * time.Millisecond, Factor: 2}
 }
 
 // maxWatchWait bounds one wait when inotify is in use.
@@ -226,7 +234,7 @@ const maxWatchWait = 500 * time.Millisecond
 // caller can skip checks that no file event announces.
 func (w *dirWatch) wait(ctx context.Context, stop <-chan struct{}) (changed bool, err error) {
 	if w.hw == nil || w.polling || w.isGone() {
-		return false, sleepCtx(ctx, w.b.next(), stop)
+		return false, backoff.Sleep(ctx, w.b.Next(), stop)
 	}
 	t := time.NewTimer(maxWatchWait)
 	defer t.Stop()
@@ -254,7 +262,7 @@ func (w *dirWatch) isGone() bool {
 
 // activity tells the fallback poller that something happened, so it polls
 // fast again.
-func (w *dirWatch) activity() { w.b.reset() }
+func (w *dirWatch) activity() { w.b.Reset() }
 
 func (w *dirWatch) Close() error {
 	w.once.Do(func() {

@@ -153,10 +153,11 @@
 //
 // Every script is a constant; values reach it only as positional
 // parameters set by a leading `set --` line of single-quoted words (see
-// quote), and from there travel as argv entries, never re-parsed. BaseDir
-// and Shell additionally match a strict path pattern, IDs and tags are hex,
-// PIDs are numbers and signal names pass env.Signal.Valid. FuzzScript
-// checks this by running hostile values through the real scripts.
+// internal/shellquote), and from there travel as argv entries, never
+// re-parsed. BaseDir and Shell additionally match a strict path pattern,
+// IDs and tags are hex, PIDs are numbers and signal names pass
+// env.Signal.Valid. FuzzScript checks this by running hostile values
+// through the real scripts.
 //
 // # Limits
 //

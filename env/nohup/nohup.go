@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/backoff"
 )
 
 // Env is an env.Environment whose processes run as wrapped processes inside
@@ -116,7 +117,9 @@ func (e *Env) exec(ctx context.Context, what, scr string, stdin io.Reader, retry
 }
 
 func (e *Env) run(ctx context.Context, what string, retry bool, exec func(out, errb *bytes.Buffer) (int, error)) ([]byte, error) {
-	var delay = 50 * time.Millisecond
+	// A transport that is down (a reconnecting ssh connection) is asked
+	// again soon, then less and less often.
+	retries := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second, Factor: 2}
 	for {
 		var out, errb bytes.Buffer
 		code, err := exec(&out, &errb)
@@ -133,11 +136,11 @@ func (e *Env) run(ctx context.Context, what string, retry bool, exec func(out, e
 			// What arrived before the failure: Start needs its ok line.
 			return out.Bytes(), fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
 		}
+		delay := retries.Next()
 		e.opts.Logger.Debug("nohup: transport unavailable, retrying", "env", e.opts.Name, "op", what, "err", err, "delay", delay)
-		if err := sleepCtx(ctx, delay, nil); err != nil {
+		if err := backoff.Sleep(ctx, delay, nil); err != nil {
 			return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
 		}
-		delay = min(delay*2, 2*time.Second)
 	}
 }
 
@@ -434,20 +437,6 @@ func (e *Env) forget(p *process) {
 	e.mu.Lock()
 	delete(e.attached, p)
 	e.mu.Unlock()
-}
-
-// sleepCtx waits d, or until ctx is done or stop is closed.
-func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return errClosed
-	}
 }
 
 var errClosed = errors.New("nohup: output reader closed")

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/backoff"
 )
 
 // PollConfig tunes the client-side pacing of the polls of Wait and Output
@@ -101,23 +103,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// backoff is an adaptive poll interval.
-type backoff struct {
-	cfg PollConfig
-	cur time.Duration
+// newBackoff returns the adaptive poll interval cfg describes; a reset
+// makes the next poll fast again (new output, a signal).
+func newBackoff(cfg PollConfig) *backoff.Backoff {
+	return &backoff.Backoff{Min: cfg.Min, Max: cfg.Max, Factor: cfg.Factor}
 }
-
-func newBackoff(cfg PollConfig) *backoff { return &backoff{cfg: cfg, cur: cfg.Min} }
-
-// next returns the interval to wait now and grows the following one.
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(time.Duration(float64(b.cur)*b.cfg.Factor), b.cfg.Max)
-	return d
-}
-
-// reset makes the next poll fast again (new output, a signal).
-func (b *backoff) reset() { b.cur = b.cfg.Min }
 
 // sleepSteps returns the sleeps, in seconds for sleep(1), that a script
 // waiting inside the sandbox takes between its checks: first, growing by

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/backoff"
 )
 
 // process is a handle on a wrapped process.
@@ -103,15 +104,15 @@ func (p *process) wake() {
 }
 
 // pause waits the backoff's next interval, or less when a signal is sent.
-func (p *process) pause(ctx context.Context, b *backoff, stop <-chan struct{}) error {
+func (p *process) pause(ctx context.Context, b *backoff.Backoff, stop <-chan struct{}) error {
 	kick := p.kicked()
-	t := time.NewTimer(b.next())
+	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-kick:
-		b.reset()
+		b.Reset()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -257,7 +258,7 @@ type outputReader struct {
 	off    int64
 	buf    []byte
 	done   bool
-	b      *backoff
+	b      *backoff.Backoff
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -349,7 +350,7 @@ func (r *outputReader) take(rep report) {
 	if len(rep.data) > 0 {
 		r.buf = rep.data
 		r.off += int64(len(rep.data))
-		r.b.reset()
+		r.b.Reset()
 	}
 	if finished && r.off >= rep.size {
 		if serr == nil {

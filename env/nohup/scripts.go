@@ -3,11 +3,13 @@ package nohup
 import (
 	"strconv"
 	"strings"
+
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 // Every script below is a constant. Values reach it only through the
 // positional parameters set by a leading `set --` line whose words are all
-// produced by quote (see script), so no value is ever parsed as shell code.
+// produced by shellquote.Quote (see script), so no value is ever parsed as shell code.
 // The scripts use only POSIX sh plus setsid, env, sleep, mkfifo, tail, head,
 // wc, grep -z and find, and run unchanged under dash, bash and busybox ash.
 
@@ -17,7 +19,7 @@ func script(body string, args ...string) string {
 	b.WriteString("set --")
 	for _, a := range args {
 		b.WriteByte(' ')
-		b.WriteString(quote(a))
+		b.WriteString(shellquote.Quote(a))
 	}
 	b.WriteString("\n")
 	b.WriteString(body)
@@ -295,7 +297,7 @@ corral_armwait() {
 // on the way): nobody reads parent, holder, wrapper and armed before the
 // wrapper reports, the wrapper takes pid only once it holds both fields,
 // and for exit see stateFunc.
-var parentBody = pstatFunc + wstatusFunc + "C=" + quote(commandBody) + "\n" + `d=$1 sh=$2 ss=$3 mode=$4 si=$5
+var parentBody = pstatFunc + wstatusFunc + "C=" + shellquote.Quote(commandBody) + "\n" + `d=$1 sh=$2 ss=$3 mode=$4 si=$5
 set -f
 p=$$
 (
@@ -648,7 +650,7 @@ const uidFunc = `corral_uid() { id -u; }
 // other transports get lib and call in one script.
 var lib = pstatFunc + wstatusFunc + stateFunc + reportFunc + treeFunc + findSetsidFunc + detachFunc + launchFunc + armFunc +
 	rmSpareFunc + pollFunc + waitFunc + signalFunc + survivorsFunc + closeStdinFunc + removeFunc + uidFunc +
-	"corral_parent=" + quote(parentBody) + "\n"
+	"corral_parent=" + shellquote.Quote(parentBody) + "\n"
 
 // call returns the line that runs fn with args, every arg single-quoted.
 func call(fn string, args ...string) string {
@@ -656,7 +658,7 @@ func call(fn string, args ...string) string {
 	b.WriteString(fn)
 	for _, a := range args {
 		b.WriteByte(' ')
-		b.WriteString(quote(a))
+		b.WriteString(shellquote.Quote(a))
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -670,17 +672,17 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func specFile(command, dir, si, tag string, environ []string) string {
 	var b strings.Builder
 	b.WriteString("wd=")
-	b.WriteString(quote(dir))
+	b.WriteString(shellquote.Quote(dir))
 	b.WriteString(" si=")
-	b.WriteString(quote(si))
+	b.WriteString(shellquote.Quote(si))
 	b.WriteString(" tag=")
-	b.WriteString(quote(tag))
+	b.WriteString(shellquote.Quote(tag))
 	b.WriteString("\ncmd=")
-	b.WriteString(quote(command))
+	b.WriteString(shellquote.Quote(command))
 	b.WriteString("\nset --")
 	for _, kv := range environ {
 		b.WriteByte(' ')
-		b.WriteString(quote(kv))
+		b.WriteString(shellquote.Quote(kv))
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -131,17 +133,19 @@ func TestResolveRejectsUnsafeConfigValues(t *testing.T) {
 	}
 }
 
-// shellQuote must give back every byte sequence literally, through a real
-// shell (and, in TestExec, through the remote login shell too).
-func TestShellQuote(t *testing.T) {
+// remoteCommand must give back every byte sequence of the script
+// literally, through the shell that parses the exec request and then
+// /bin/sh (and, in TestExec, through a real remote login shell too).
+func TestRemoteCommand(t *testing.T) {
 	cases := []string{
 		"", "plain", "it's", "''", "'", `"double"`, "$HOME $(id) `id`", "a\nb\tc", "\\", "\\'",
 		"/tmp/a; touch /tmp/pwned #", "*", "-n", "é ü 日本", "\x01\x7f",
 	}
 	for _, s := range cases {
-		out, err := exec.Command("/bin/sh", "-c", "printf %s "+shellQuote(s)).Output()
+		cmd := remoteCommand("printf %s " + shellquote.Quote(s))
+		out, err := exec.Command("/bin/sh", "-c", cmd).Output()
 		if err != nil || string(out) != s {
-			t.Errorf("sh printf %s = %q, %v; want %q", shellQuote(s), out, err, s)
+			t.Errorf("sh -c %s = %q, %v; want %q", cmd, out, err, s)
 		}
 	}
 	if got, want := remoteCommand("echo 'x'"), `/bin/sh -c 'echo '\''x'\'''`; got != want {

@@ -31,6 +31,11 @@
 // method — and calls [ServeTransport]; env/nohup then provides processes,
 // output by offset, stdin, whole-tree signals, re-attach and exit status.
 //
+// A sandbox that lives in a host process (the init of a bwrap sandbox, a
+// VM monitor) is recorded as a [HostProcess] — PID and start time — so a
+// restarted plugin finds it again and never mistakes a process that
+// inherited the PID for it (see the bwrap example).
+//
 // # The contract
 //
 // The Environment must honour env.Environment as documented there, and

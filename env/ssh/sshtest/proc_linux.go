@@ -2,10 +2,11 @@ package sshtest
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/internal/procstat"
 )
 
 // daemonAttr puts a daemon in its own process group, so a ^C to the test
@@ -40,22 +41,12 @@ func sshdDescendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		st, err := procstat.Read(p)
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...; comm may contain spaces and parens.
-		open, close := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		if open < 0 || close < open {
-			continue
-		}
-		fields := strings.Fields(string(stat[close+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-		comm[p] = string(stat[open+1 : close])
+		children[st.PPID] = append(children[st.PPID], p)
+		comm[p] = st.Comm
 	}
 	var out []int
 	queue := []int{pid}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/plugins/sdk"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -193,38 +194,16 @@ func create(ctx context.Context, ephemeral bool) (record, error) {
 		cmd.Process.Kill()
 		return record{}, fmt.Errorf("bwrap: start sandbox: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	start, err := startTime(info.ChildPID)
+	sandboxInit, err := sdk.FindHostProcess(info.ChildPID)
 	if err != nil {
 		cmd.Process.Kill()
 		return record{}, fmt.Errorf("bwrap: start sandbox: %w", err)
 	}
-	return record{PID: info.ChildPID, Start: start}, nil
-}
-
-// startTime returns field 22 of /proc/PID/stat.
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is field 3 (state); start time is field 22.
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	if fields[0] == "Z" {
-		return 0, fmt.Errorf("process %d is a zombie", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	return record{PID: sandboxInit.PID, Start: sandboxInit.StartTime}, nil
 }
 
 func (r record) alive() bool {
-	st, err := startTime(r.PID)
-	return err == nil && st == r.Start
+	return sdk.HostProcess{PID: r.PID, StartTime: r.Start}.Running()
 }
 
 // Exec runs script inside the sandbox through nsenter.

@@ -5,16 +5,6 @@ import (
 	"strings"
 )
 
-// quote returns s as one single-quoted POSIX shell word. Inside single
-// quotes every byte is literal except the quote itself, which is written as
-// quote, backslash, quote, quote (close, escaped quote, reopen). The result
-// is therefore safe for any byte string without NUL (which no argv entry can
-// carry and which callers reject first), including newlines, non-UTF-8
-// bytes and leading dashes.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 var (
 	// idPattern is the name of a per-process state directory: 32 lower-case
 	// hex digits from crypto/rand.

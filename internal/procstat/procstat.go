@@ -1,0 +1,140 @@
+// Package procstat reads /proc/PID/stat, the kernel's one-line summary of a
+// process, and tells whether a recorded process is still the one running
+// under its PID: corral's one parser of that file, for env/local's trees
+// and detached processes, the plugin host's liveness check, the plugin SDK
+// and the test sshd's process walk.
+//
+//   - [Parse] reads the fields corral needs from the text of the file;
+//     [Read] reads and parses the file of one PID. [Stat.Exited] tells a
+//     zombie (or a dead task) from a live process.
+//   - [Identity] is a PID with the process's start time; [Identify]
+//     records one, [Identity.Alive] checks it later.
+//
+// Decisions:
+//   - The command name (field 2) is the executable's base name, chosen by
+//     whoever named the file: it may contain spaces, parentheses, ") " and
+//     newlines. The fields after it are found from the LAST ')' of the
+//     file, since no field after the name can contain one; the name is what
+//     lies between the first '(' and that ')'. Splitting on spaces, or on
+//     the first ')', would let a process named "x) Z 1" forge its own state.
+//   - A PID alone does not name a process: once it ends, the kernel hands
+//     the number to the next process. The start time (field 22, clock ticks
+//     after boot) never repeats for one PID, so a PID with its start time
+//     does. Every check before a signal to a recorded PID goes through
+//     [Identity.Alive].
+//   - A zombie has ended: it cannot be signalled into doing anything and
+//     its PID is about to be freed. [Identity.Alive] is therefore false for
+//     one, and [Identify] refuses to record one.
+//   - The package compiles everywhere; without /proc (not Linux) [Read]
+//     fails with an error matching fs.ErrNotExist, which callers use to
+//     tell "no such process" from "cannot know".
+package procstat
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ErrMalformed is matched (errors.Is) by every error about stat text that
+// does not have the kernel's shape.
+var ErrMalformed = errors.New("malformed /proc/PID/stat")
+
+// Stat holds the fields of /proc/PID/stat that corral uses.
+type Stat struct {
+	PID   int    // field 1
+	Comm  string // field 2 without its parentheses: the executable's base name, at most 15 bytes
+	State byte   // field 3: R running, S sleeping, D disk sleep, T stopped, Z zombie, X dead, …
+	PPID  int    // field 4: the parent's PID
+	PGID  int    // field 5: the process group
+	// StartTime is field 22: when the process started, in clock ticks
+	// after boot. With the PID it names the process (see Identity).
+	StartTime uint64
+}
+
+// Exited reports whether the process has ended: a zombie waiting to be
+// reaped, or a task being torn down.
+func (s Stat) Exited() bool { return s.State == 'Z' || s.State == 'X' }
+
+// Read reads and parses /proc/PID/stat. A PID without a process (or a
+// system without /proc) gives an error matching fs.ErrNotExist.
+func Read(pid int) (Stat, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err // an *fs.PathError: it names the file
+	}
+	st, err := Parse(data)
+	if err != nil {
+		return Stat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return st, nil
+}
+
+// Parse parses the text of a /proc/PID/stat file: "PID (COMM) STATE PPID
+// PGRP ...", with at least the 22 fields up to the start time.
+func Parse(data []byte) (Stat, error) {
+	open := bytes.IndexByte(data, '(')
+	closing := bytes.LastIndexByte(data, ')')
+	if open < 0 || closing < open {
+		return Stat{}, fmt.Errorf("%w: no (command name)", ErrMalformed)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
+	if err != nil {
+		return Stat{}, fmt.Errorf("%w: pid: %w", ErrMalformed, err)
+	}
+	// f[0] is field 3 (state): field N is f[N-3].
+	f := strings.Fields(string(data[closing+1:]))
+	if len(f) < 20 {
+		return Stat{}, fmt.Errorf("%w: %d fields after the command name, want at least 20", ErrMalformed, len(f))
+	}
+	if len(f[0]) != 1 {
+		return Stat{}, fmt.Errorf("%w: state %q is not one letter", ErrMalformed, f[0])
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Stat{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return Stat{
+		PID:       pid,
+		Comm:      string(data[open+1 : closing]),
+		State:     f[0][0],
+		PPID:      ppid,
+		PGID:      pgid,
+		StartTime: start,
+	}, nil
+}
+
+// Identity names one process for as long as it runs, and never another
+// one: its PID and its start time. It is comparable and serialisable, so
+// it can be recorded and checked after a restart.
+type Identity struct {
+	PID       int
+	StartTime uint64 // clock ticks after boot, as in Stat.StartTime
+}
+
+// Identify records the identity of the running process pid. It fails for
+// a process that has already exited (a zombie): its PID is about to be
+// freed, and a record of it would name nothing.
+func Identify(pid int) (Identity, error) {
+	st, err := Read(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	if st.Exited() {
+		return Identity{}, fmt.Errorf("process %d has exited (state %c)", pid, st.State)
+	}
+	return Identity{PID: pid, StartTime: st.StartTime}, nil
+}
+
+// Alive reports whether the process id names is still running: its PID
+// exists, started at the recorded time (so it was not reused), and has not
+// exited.
+func (id Identity) Alive() bool {
+	st, err := Read(id.PID)
+	return err == nil && st.StartTime == id.StartTime && !st.Exited()
+}
