@@ -93,7 +93,7 @@ func TestWatchEvents(t *testing.T) {
 	}
 	written := int64(0)
 	emit := func(s string) {
-		fp.write(s)
+		fp.WriteOutput(s)
 		written += int64(len(s))
 		eventually(t, "ingest", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written })
 	}
@@ -115,7 +115,7 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal("Info.WatchDisabled not set")
 	}
 	emit("FAIL again\n")
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	ev := next()
 	if ev.Type != EventExited || !ev.Notify {
 		t.Fatalf("completion after disabling: %+v", ev)
