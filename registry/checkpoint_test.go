@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
 )
@@ -95,7 +97,8 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	}
 	// Output of the running one complete before the restart, so the
 	// comparison after it is about the recovered buffer.
-	eventually(t, "condition", func() bool { in, _ := r1.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) })
+	require.Eventually(t, func() bool { in, _ := r1.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+		generous, poll, "waiting for all the runner's output before the restart")
 	vanishInfo, _ := r1.Get(vanish)
 	if err := r1.Close(); err != nil {
 		t.Logf("close: %v", err)
@@ -123,13 +126,11 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	syscall.Kill(-vanishInfo.PID, syscall.SIGKILL)
 	// The local shim server records the exit as the second line of
 	// state.json.
-	eventually(t, "condition", func() bool {
+	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(filepath.Join(refData.Dir, "state.json"))
 		return err == nil && bytes.Count(b, []byte("\n")) >= 2
-	})
-	if err := os.RemoveAll(refData.Dir); err != nil {
-		t.Fatal(err)
-	}
+	}, generous, poll, "waiting for the shim server to record the exit of the vanishing process")
+	require.NoError(t, os.RemoveAll(refData.Dir))
 
 	r2 := localWithState(t, envDir, stateFile)
 	t.Cleanup(func() {
@@ -150,7 +151,8 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	if err != nil || in.State != StateRunning || in.Labels["role"] != "runner" {
 		t.Fatalf("running process after recovery: %+v, %v", in, err)
 	}
-	eventually(t, "condition", func() bool { in, _ := r2.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) })
+	require.Eventually(t, func() bool { in, _ := r2.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+		generous, poll, "waiting for all the runner's output after the recovery")
 	pr, _ := r2.Poll(ctx, running, 0)
 	if string(pr.Output) != seqOutput(2000) {
 		t.Fatalf("recovered output differs: %d bytes, want %d (gap or duplicate)", len(pr.Output), len(seqOutput(2000)))
@@ -220,14 +222,14 @@ func TestCheckpointEveryChangeWritten(t *testing.T) {
 		ids = append(ids, in.ID)
 	}
 	// No Checkpoint call: the writer goroutine must get there by itself.
-	eventually(t, "condition", func() bool {
+	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(stateFile)
 		if err != nil {
 			return false
 		}
 		var cf checkpointFile
 		return json.Unmarshal(data, &cf) == nil && len(cf.Processes) == 30 && allRunning(cf)
-	})
+	}, generous, poll, "waiting for the checkpoint to hold the 30 running processes")
 	if n, err := r.CheckpointStats(); n == 0 || err != nil {
 		t.Fatalf("stats %d %v", n, err)
 	}
@@ -363,10 +365,9 @@ func TestCheckpointNeverTorn(t *testing.T) {
 		os.Remove(path + ".ready")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCheckpointWriterHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashWriterEnv+"="+path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "condition", func() bool { _, err := os.Stat(path + ".ready"); return err == nil })
+		require.NoError(t, cmd.Start())
+		require.Eventually(t, func() bool { _, err := os.Stat(path + ".ready"); return err == nil },
+			generous, poll, "waiting for the checkpoint writer (round %d) to be ready", round)
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond) // a random moment, not a wait for a condition
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
 )
@@ -107,10 +109,8 @@ func TestLocalKillTree(t *testing.T) {
 	// A child, a grandchild in its own session, and a TERM-ignoring child.
 	cmd := fmt.Sprintf("sleep %s & setsid sleep %s & sh -c 'trap \"\" TERM; sleep %s' & echo started; wait", m, m, m)
 	in, err := r.Start(ctxT(t), StartOptions{Command: cmd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the tree to start", func() bool { return len(sleepers(m)) == 3 })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(sleepers(m)) == 3 }, generous, poll, "waiting for the tree to start")
 	res, err := r.Kill(ctxT(t), in.ID, KillOptions{Grace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Kill: %v (%+v)", err, res)
@@ -211,10 +211,9 @@ func TestLocalFloodIsolation(t *testing.T) {
 	r := newLocal(t, nil)
 	ctx := ctxT(t)
 	flood, err := r.Start(ctx, StartOptions{Command: "yes corral-flood-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "flood output", func() bool { g, _ := r.Get(flood.ID); return g.OutputBytes > 1<<20 })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { g, _ := r.Get(flood.ID); return g.OutputBytes > 1<<20 },
+		generous, poll, "waiting for 1 MiB of flood output")
 	for range 5 {
 		res, err := r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "echo quiet"}})
 		if err != nil || string(res.Output) != "quiet\n" {

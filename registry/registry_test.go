@@ -25,6 +25,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // generous bounds every wait on a condition; tests never assert timing.
 const generous = 20 * time.Second
 
+// poll is how often require.Eventually looks at a condition again.
+const poll = 2 * time.Millisecond
+
 type fixture struct {
 	t     *testing.T
 	r     *Registry
@@ -106,18 +109,6 @@ func (f *fixture) start(opts StartOptions) (Info, *envtest.FakeProcess) {
 		f.t.Fatalf("Start: %v", err)
 	}
 	return in, f.env.Last()
-}
-
-// eventually waits for cond, failing after a generous deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(generous)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestNewRequiresOpen(t *testing.T) {
@@ -203,10 +194,10 @@ func TestLifecycleAndPoll(t *testing.T) {
 	fp.WriteOutput("hello\n")
 	ctx := ctxT(t)
 	var pr PollResult
-	eventually(t, "output", func() bool {
+	require.Eventually(t, func() bool {
 		pr, _ = f.r.Poll(ctx, in.ID, 0)
 		return string(pr.Output) == "hello\n"
-	})
+	}, generous, poll, "waiting for Poll to return the output")
 	if pr.Next != 6 || pr.State != StateRunning {
 		t.Fatalf("poll: %+v", pr)
 	}
@@ -557,12 +548,12 @@ func TestJanitor(t *testing.T) {
 	in, fp := f.start(StartOptions{})
 	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
-	eventually(t, "janitor prune", func() bool {
+	require.Eventually(t, func() bool {
 		f.r.mu.Lock()
 		defer f.r.mu.Unlock()
 		_, ok := f.r.procs[in.ID]
 		return !ok
-	})
+	}, generous, poll, "waiting for the janitor to prune the finished process")
 }
 
 func TestLog(t *testing.T) {
@@ -570,7 +561,8 @@ func TestLog(t *testing.T) {
 	in, fp := f.start(StartOptions{})
 	fp.WriteOutput("\x1b[31mred\x1b[0m\nline2\n")
 	ctx := ctxT(t)
-	eventually(t, "output", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 })
+	require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 },
+		generous, poll, "waiting for the output")
 	lr, err := f.r.Log(ctx, in.ID, LogOptions{Strip: true})
 	if err != nil || strings.Join(lr.Lines, "|") != "red|line2" || lr.Offset != 1 || lr.TotalLines != 2 {
 		t.Fatalf("Log = %+v %v", lr, err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 )
 
@@ -95,7 +97,8 @@ func TestWatchEvents(t *testing.T) {
 	emit := func(s string) {
 		fp.WriteOutput(s)
 		written += int64(len(s))
-		eventually(t, "ingest", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written })
+		require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written },
+			generous, poll, "waiting for the registry to ingest %d bytes", written)
 	}
 	for window := range 3 {
 		emit("test FAIL one\n")

@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 )
 
@@ -84,16 +87,12 @@ func wait(t *testing.T, p env.Process) env.ExitStatus {
 }
 
 // eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// condWait bounds a wait for a condition (require.Eventually), which is
+// looked at again every condPoll.
+const (
+	condWait = 30 * time.Second
+	condPoll = 20 * time.Millisecond
+)
 
 func TestCapabilities(t *testing.T) {
 	mechanisms(t, func(t *testing.T, disableCgroup bool) {
@@ -135,10 +134,10 @@ func TestCgroupPerProcess(t *testing.T) {
 		t.Fatalf("cgroup of the command = %q, want one under %s", out, e.sys.cgroupRel)
 	}
 	dir := filepath.Join(e.sys.cgroupRoot, m[1])
-	eventually(t, "cgroup "+dir+" removed", func() bool {
+	require.Eventually(t, func() bool {
 		_, err := os.Stat(dir)
 		return errors.Is(err, os.ErrNotExist)
-	})
+	}, condWait, condPoll, "waiting for cgroup %s to be removed", dir)
 }
 
 func TestSecretFiltering(t *testing.T) {
@@ -437,10 +436,12 @@ func TestGrandchildHoldsOutput(t *testing.T) {
 			if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
 				t.Errorf("Signal after exit = %v, want ErrExited", err)
 			}
-			eventually(t, "grandchild killed", func() bool {
-				surv, err := p.Survivors(testCtx(t))
-				return err == nil && len(surv) == 0
-			})
+			ctx := testCtx(t)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				surv, err := p.Survivors(ctx)
+				require.NoError(c, err)
+				assert.Empty(c, surv)
+			}, condWait, condPoll, "waiting for Survivors to show the grandchild killed")
 		}
 	})
 }
@@ -621,23 +622,23 @@ func TestAttachAcrossMechanisms(t *testing.T) {
 		e2 := newTestEnvIn(t, stateDir, !startNoCgroup)
 		defer e2.Close()
 		p, err := e2.Attach(testCtx(t), ref)
-		if err != nil {
-			t.Fatalf("Attach: %v", err)
-		}
-		eventually(t, "two processes in the tree", func() bool {
-			surv, err := p.Survivors(testCtx(t))
-			return err == nil && len(surv) == 2
-		})
-		if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Attach")
+		ctx := testCtx(t)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			surv, err := p.Survivors(ctx)
+			require.NoError(c, err)
+			assert.Len(c, surv, 2)
+		}, condWait, condPoll, "waiting for Survivors to show two processes in the tree")
+		require.NoError(t, p.Signal(testCtx(t), env.SIGKILL))
 		if st := wait(t, p); st != env.Signaled(env.SIGKILL) {
 			t.Errorf("status %v", st)
 		}
-		eventually(t, "tree gone", func() bool {
-			surv, err := p.Survivors(testCtx(t))
-			return err == nil && len(surv) == 0
-		})
+		ctx = testCtx(t)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			surv, err := p.Survivors(ctx)
+			require.NoError(c, err)
+			assert.Empty(c, surv)
+		}, condWait, condPoll, "waiting for Survivors to show the tree gone")
 		_ = p.Release()
 	}
 }
@@ -669,10 +670,12 @@ func TestShimLost(t *testing.T) {
 	if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
 		t.Errorf("Signal: %v", err)
 	}
-	eventually(t, "tree gone", func() bool {
-		surv, err := p.Survivors(testCtx(t))
-		return err == nil && len(surv) == 0
-	})
+	ctx := testCtx(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		surv, err := p.Survivors(ctx)
+		require.NoError(c, err)
+		assert.Empty(c, surv)
+	}, condWait, condPoll, "waiting for Survivors to show the tree gone")
 }
 
 // TestCloseKillsReleased: a non-detached process whose handle was

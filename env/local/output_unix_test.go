@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestPumpLateReaderKeepsOutput: a pump that first reads after the grace
@@ -58,11 +60,11 @@ func TestPumpBackpressure(t *testing.T) {
 	}()
 	// Wait until the pump stops reading: the buffer is full and the pipe
 	// cannot take the rest.
-	eventuallyTB(t, func() bool {
+	require.Eventually(t, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.w-p.r >= maxPending
-	})
+	}, 30*time.Second, 5*time.Millisecond, "waiting for the pump to stop reading at its bound")
 	p.mu.Lock()
 	if p.w-p.r > maxPending {
 		t.Errorf("pump buffered %d bytes without a reader, bound is %d", p.w-p.r, maxPending)
@@ -78,16 +80,5 @@ func TestPumpBackpressure(t *testing.T) {
 		if b != byte(i%251) {
 			t.Fatalf("byte %d = %d, want %d", i, b, i%251)
 		}
-	}
-}
-
-func eventuallyTB(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
@@ -137,20 +140,12 @@ func TestSignalReachesEscapees(t *testing.T) {
 		cmd := fmt.Sprintf("setsid sleep %s & (sleep %s &) ; sleep %s", m1, m2, m3)
 		p := start(t, e, env.Spec{Command: cmd})
 		var pids []int
-		for {
-			var err error
+		var err error
+		require.Eventually(t, func() bool {
 			pids, err = p.Survivors(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if markersAlive(t, m1, m2, m3) == 3 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("tree never started")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err != nil || markersAlive(t, m1, m2, m3) == 3
+		}, testTimeout, 20*time.Millisecond, "waiting for the tree to start")
+		require.NoError(t, err, "Survivors")
 		if len(pids) < 4 { // sh (or sleep m3 after exec) + 3 sleeps at least
 			t.Logf("survivors before kill: %v", pids)
 		}
@@ -161,19 +156,15 @@ func TestSignalReachesEscapees(t *testing.T) {
 		if err != nil || st.Signal != env.SIGTERM {
 			t.Fatalf("Wait = %v, %v; want killed by TERM", st, err)
 		}
-		for {
-			left, err := p.Survivors(ctx)
-			if err != nil {
-				t.Fatal(err)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var left []int
+			if left, err = p.Survivors(ctx); err != nil {
+				return // fails below, at once
 			}
-			if len(left) == 0 && markersAlive(t, m1, m2, m3) == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("survivors %v remain", left)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			assert.Empty(c, left, "Survivors")
+			assert.Zero(c, markersAlive(t, m1, m2, m3), "marked processes alive")
+		}, testTimeout, 20*time.Millisecond, "waiting for the tree to be gone")
+		require.NoError(t, err, "Survivors")
 		if err := p.Signal(ctx, env.SIGTERM); !errors.Is(err, env.ErrExited) {
 			t.Fatalf("Signal after exit = %v, want ErrExited", err)
 		}
@@ -352,32 +343,19 @@ func TestLostWrapper(t *testing.T) {
 	}
 	// The stopped parent was resumed: it reaps the command once killed,
 	// and nothing of the tree is left stopped or running.
-	if err := p.Signal(ctx, env.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for markersAlive(t, m) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("killed command still alive")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "parent"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _, _ := strings.Cut(string(b), " ")
+	require.NoError(t, p.Signal(ctx, env.SIGKILL))
+	require.Eventually(t, func() bool { return markersAlive(t, m) == 0 },
+		testTimeout, 20*time.Millisecond, "waiting for the killed command to end")
+	b, err := os.ReadFile(filepath.Join(dirOf(t, p), "parent"))
+	require.NoError(t, err)
+	pid, _, _ := strings.Cut(string(b), " ")
+	require.Eventually(t, func() bool {
 		if _, err := os.Stat("/proc/" + pid + "/cmdline"); err != nil {
-			break
+			return true
 		}
-		if st, _ := os.ReadFile("/proc/" + pid + "/stat"); bytes.Contains(st, []byte(") Z")) {
-			break // gone, waiting for PID 1 to reap it
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("parent %s still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		st, _ := os.ReadFile("/proc/" + pid + "/stat")
+		return bytes.Contains(st, []byte(") Z")) // gone, waiting for PID 1 to reap it
+	}, testTimeout, 20*time.Millisecond, "waiting for the parent %s to end", pid)
 }
 
 func dirOf(t *testing.T, p env.Process) string {
@@ -595,16 +573,10 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid, _, _ := strings.Cut(string(b), " ")
-		for {
+		require.Eventually(t, func() bool {
 			st, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil || bytes.Contains(st, []byte(") Z")) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("stdin holder %s outlived the command", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err != nil || bytes.Contains(st, []byte(") Z"))
+		}, testTimeout, 20*time.Millisecond, "waiting for the stdin holder %s to end with the command", pid)
 	})
 }
 
@@ -648,8 +620,9 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 	m, secret := marker(), "s3cret-"+marker()
 	p := start(t, e, env.Spec{Command: "sleep " + m, Env: []string{"API_TOKEN=" + secret}})
 	var holders []string
-	for {
-		holders = holders[:0]
+	machinery := false
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		holders = nil
 		ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, f := range ents {
 			b, err := os.ReadFile(f)
@@ -657,31 +630,24 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 				continue
 			}
 			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("%s holds the env value: %q", f, b)
+				t.Errorf("%s holds the env value: %q", f, b) // Errorf: safe off the test goroutine
 			}
 			if bytes.Contains(b, []byte(m)) {
 				holders = append(holders, fmt.Sprintf("%s=%q", f, b))
 			}
 		}
-		machinery, running := false, false
+		running := false
 		for _, h := range holders {
 			machinery = machinery || strings.Contains(h, "corral")
 			running = running || strings.Contains(h, `"sleep\x00`+m)
 		}
 		if machinery {
-			t.Fatalf("the wrapper's argv holds the command: %v", holders)
+			return // fails below, at once
 		}
-		if running {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("command never seen running: %v", holders)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := p.Signal(ctx, env.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+		assert.True(c, running, "command seen running; argv holding its marker: %v", holders)
+	}, testTimeout, 20*time.Millisecond, "waiting for the command to run")
+	require.False(t, machinery, "the wrapper's argv holds the command: %v", holders)
+	require.NoError(t, p.Signal(ctx, env.SIGKILL))
 }
 
 // BenchmarkForegroundTrue runs `true` in the foreground (Start, Output

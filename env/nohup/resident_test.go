@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
@@ -143,7 +146,8 @@ func TestResidentPool(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 })
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 },
+		testTimeout, 5*time.Millisecond, "waiting for the two long calls to start two residents")
 	// Each New follows its live count: both slots are taken now, and
 	// neither call can end before release.
 	if _, err := pool.Call(ctx, "", "true", "", nil, nil); !errors.Is(err, nohup.ErrNoResident) {
@@ -189,17 +193,6 @@ func fifo(t *testing.T, release chan struct{}) string {
 	return p
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestArmedSpares runs a series of starts through resident shells: from
 // the third on, each must run in a spare armed after an earlier reply (its
 // directory holds the armed report), with stdin, environment, working
@@ -232,9 +225,9 @@ func TestArmedSpares(t *testing.T) {
 		// waitArmed waits until the two spares armed after the last reply
 		// are ready, so that a kill finds all their processes.
 		waitArmed := func() []string {
-			deadline := time.Now().Add(testTimeout)
-			for {
-				var ready []string
+			var ready []string
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				ready = nil
 				dirs, _ := filepath.Glob(base + "/*")
 				for _, d := range dirs {
 					if _, err := os.Stat(d + "/spec"); err == nil {
@@ -244,14 +237,9 @@ func TestArmedSpares(t *testing.T) {
 						ready = append(ready, d)
 					}
 				}
-				if len(ready) == 2 {
-					return ready
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the spares were never armed: %d of 2 ready", len(ready))
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				assert.Len(c, ready, 2, "armed spares ready")
+			}, testTimeout, 5*time.Millisecond, "waiting for the spares to be armed")
+			return ready
 		}
 		for i := range 8 {
 			p := start(t, e, env.Spec{Command: `read x; echo "$x $V $(pwd)"; exit 7`, Stdin: true, Env: []string{"V=v" + strconv.Itoa(i)}, Dir: wd})
@@ -303,16 +291,9 @@ func TestArmedSpares(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Close ended the armed spares: no machinery of this base is left.
-		deadline := time.Now().Add(testTimeout)
-		for {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			out, _ := exec.Command("pgrep", "-f", "corral-(parent|command) "+base).Output()
-			if len(bytes.TrimSpace(out)) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("armed spares left after Close: pids %s", out)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			assert.Empty(c, strings.TrimSpace(string(out)), "PIDs of armed spares' processes")
+		}, testTimeout, 10*time.Millisecond, "waiting for Close to end the armed spares")
 	})
 }

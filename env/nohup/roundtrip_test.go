@@ -2,7 +2,6 @@ package nohup_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
@@ -121,12 +122,8 @@ func TestLongPollWaitsInSandbox(t *testing.T) {
 			read <- all.Bytes()
 		}()
 		// Both polls are in flight once two scripts ran.
-		for tr.Execs()-before < 2 {
-			if ctx.Err() != nil {
-				t.Fatal("Wait and Output never polled")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		require.Eventually(t, func() bool { return tr.Execs()-before >= 2 },
+			testTimeout, time.Millisecond, "waiting for Wait and Output to poll")
 		if _, err := p.Write(ctx, []byte("it\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -166,10 +163,8 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		if err != nil || st != env.Signaled(env.SIGTERM) {
 			t.Fatalf("Wait with the wrapper stopped = %v, %v; want SIGTERM", st, err)
 		}
-		if err := syscall.Kill(rd.WPID, syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		waitWrapperEnded(ctx, t, rd.WPID)
+		require.NoError(t, syscall.Kill(rd.WPID, syscall.SIGCONT))
+		waitWrapperEnded(t, rd.WPID)
 		b, err := os.ReadFile(rd.Dir + "/exit")
 		if err != nil || string(b) != "signal 15\n" {
 			t.Fatalf("exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
@@ -201,7 +196,7 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 			t.Fatal(err)
 		}
 		// No poll runs until the wrapper has ended: it alone sees the end.
-		waitWrapperEnded(ctx, t, rd.WPID)
+		waitWrapperEnded(t, rd.WPID)
 		if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
 			t.Fatalf("Wait = %v, %v; want exit 7", st, err)
 		}
@@ -231,18 +226,12 @@ func wrapperOf(t *testing.T, p env.Process) wrapperRef {
 
 // waitWrapperEnded waits until the wrapper wpid (a process this test
 // started, through Start) is gone or a zombie.
-func waitWrapperEnded(ctx context.Context, t *testing.T, wpid int) {
+func waitWrapperEnded(t *testing.T, wpid int) {
 	t.Helper()
-	for {
+	require.Eventually(t, func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(wpid) + "/stat")
-		if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("wrapper %d never ended", wpid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z"))
+	}, testTimeout, 5*time.Millisecond, "waiting for the wrapper %d to end", wpid)
 }
 
 func errorf(format string, args ...any) error {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/corralhq/corral/env"
@@ -500,7 +502,8 @@ func TestReconnectAfterClientSideCut(t *testing.T) {
 	d.last().Close()
 	// The drop is noticed and the connection re-established without any
 	// Exec prompting it.
-	waitFor(t, "a second dial", func() bool { return d.dialCount() >= 2 })
+	require.Eventually(t, func() bool { return d.dialCount() >= 2 },
+		condWait, condPoll, "waiting for a second dial")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := tr.WaitConnected(ctx); err != nil {
@@ -572,7 +575,8 @@ func TestKeepAliveDetectsSilentPeer(t *testing.T) {
 	run(t, tr, "true", nil)
 
 	d.last().Freeze()
-	waitFor(t, "a reconnect after the keepalive timed out", func() bool { return d.dialCount() >= 2 })
+	require.Eventually(t, func() bool { return d.dialCount() >= 2 },
+		condWait, condPoll, "waiting for a reconnect after the keepalive timed out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := tr.WaitConnected(ctx); err != nil {
@@ -601,10 +605,10 @@ func TestReconnectRefusesChangedHostKey(t *testing.T) {
 	srv.Restart(t)
 
 	var err error
-	waitFor(t, "Exec to report the changed key", func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err = tr.Exec(context.Background(), "true", nil, nil, nil)
-		return errors.Is(err, ErrHostKeyChanged)
-	})
+		assert.ErrorIs(c, err, ErrHostKeyChanged)
+	}, condWait, condPoll, "waiting for Exec to report the changed key")
 	if errors.Is(err, env.ErrUnavailable) {
 		t.Fatalf("a refused host key must not look transient: %v", err)
 	}
