@@ -38,18 +38,14 @@ func localWithState(t *testing.T, envDir, stateFile string) *Registry {
 		Logger:       slog.New(slog.DiscardHandler),
 		StateFile:    stateFile,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
 func readCheckpoint(t *testing.T, path string) checkpointFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatalf("state file is not valid JSON: %v\n%s", err, data)
@@ -110,9 +106,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	}
 	// While no registry runs: one process ends on its own, another's
 	// sandbox state disappears (its tree is killed first, by marker).
-	if err := os.WriteFile(flag, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
 	var refData struct {
 		Dir string `json:"dir"`
 	}
@@ -140,9 +134,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 		r2.Close()
 	})
 	rep, err := r2.Recover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rep.Notice != "" || rep.Skipped != 0 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -185,9 +177,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	if _, err := r2.Kill(ctx, running, KillOptions{Grace: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r2.Checkpoint())
 	for _, rec := range readCheckpoint(t, stateFile).Processes {
 		if rec.ID == running && rec.State != StateKilled {
 			t.Fatalf("checkpoint after kill: %s", rec.State)
@@ -216,9 +206,7 @@ func TestCheckpointEveryChangeWritten(t *testing.T) {
 	var ids []string
 	for i := range 30 {
 		in, err := r.Start(ctx, StartOptions{Command: fmt.Sprintf("cmd %d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ids = append(ids, in.ID)
 	}
 	// No Checkpoint call: the writer goroutine must get there by itself.
@@ -258,14 +246,10 @@ func TestRecoverCorruptStateFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			stateFile := filepath.Join(dir, "state.json")
-			if err := os.WriteFile(stateFile, []byte(content), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(stateFile, []byte(content), 0o600))
 			r := newFixture(t, func(c *Config) { c.StateFile = stateFile }).r
 			rep, err := r.Recover(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if rep.SetAside == "" || !strings.Contains(rep.Notice, "corrupt") {
 				t.Fatalf("report %+v", rep)
 			}
@@ -276,9 +260,7 @@ func TestRecoverCorruptStateFile(t *testing.T) {
 			if len(r.List(ListOptions{All: true})) != 0 {
 				t.Fatal("processes from a corrupt file")
 			}
-			if err := r.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Checkpoint())
 			if f := readCheckpoint(t, stateFile); f.Version != checkpointVersion {
 				t.Fatalf("new state file version %d", f.Version)
 			}
@@ -300,9 +282,7 @@ func TestRecoverMalformedRecordsSkipped(t *testing.T) {
 	os.WriteFile(stateFile, data, 0o600)
 	r := newFixture(t, func(c *Config) { c.StateFile = stateFile }).r
 	rep, err := r.Recover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rep.Skipped != 1 || rep.Restored[StateExited] != 1 || rep.Restored[StateLost] != 1 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -373,9 +353,7 @@ func TestCheckpointNeverTorn(t *testing.T) {
 		cmd.Wait()
 
 		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var got struct {
 			Head, Tail int
 			Processes  []json.RawMessage

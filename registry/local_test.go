@@ -41,9 +41,7 @@ func newLocal(t *testing.T, mod func(*Config)) *Registry {
 		mod(&cfg)
 	}
 	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		defer cancel()
@@ -95,9 +93,7 @@ func scanProcs(match func(cmdline string) bool) []string {
 func TestLocalRunExitCodeAndOutput(t *testing.T) {
 	r := newLocal(t, nil)
 	res, err := r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "echo out; echo err >&2; exit 3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateExited || res.Status == nil || res.Status.Code != 3 || string(res.Output) != "out\nerr\n" {
 		t.Fatalf("Run = %+v output %q", res.Info, res.Output)
 	}
@@ -135,9 +131,7 @@ func TestLocalRunTimeoutEscalates(t *testing.T) {
 		Timeout:      300 * time.Millisecond,
 		Grace:        200 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateTimedOut || res.TimedOut != TimedOutTimeout || res.Status == nil || res.Status.Signal != env.SIGKILL ||
 		string(res.Output) != "before\n" {
 		t.Fatalf("Run = %+v output %q", res.Info, res.Output)
@@ -172,15 +166,11 @@ func TestLocalYieldThenWait(t *testing.T) {
 	if err != nil || !res.Yielded || res.State != StateRunning {
 		t.Fatalf("Run = %+v %v", res, err)
 	}
-	if err := r.Submit(ctx, res.ID, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Submit(ctx, res.ID, "hello"))
 	// Not seen through Wait or Poll: the completion event is delivered.
 	for {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if ev.Type == EventExited {
 			if ev.ID != res.ID || ev.State != StateExited || !ev.Notify {
 				t.Fatalf("%+v", ev)
@@ -198,9 +188,7 @@ func TestLocalLargeOutputBounded(t *testing.T) {
 	r := newLocal(t, func(c *Config) { c.BufferSize = 1 << 20; c.HeadSize = 64 << 10 })
 	const n = 20 << 20
 	res, err := r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: fmt.Sprintf("head -c %d /dev/zero", n)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.OutputBytes != n || !res.Truncated || int64(len(res.Output))+res.OmittedBytes != n || len(res.Output) != 1<<20 {
 		t.Fatalf("output %d bytes held, %d omitted, total %d", len(res.Output), res.OmittedBytes, res.OutputBytes)
 	}
@@ -248,9 +236,7 @@ func TestLocalPTYAndWatch(t *testing.T) {
 	}
 	for {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if ev.Type == EventWatchMatch {
 			if ev.Line != "BUILD FAILED" {
 				t.Fatalf("%+v", ev)

@@ -81,9 +81,7 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 		f.clock = mc
 	}
 	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f.r = r
 	t.Cleanup(func() {
 		if err := r.Close(); err != nil {
@@ -221,9 +219,7 @@ func TestKillTermThenExit(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.Signal != env.SIGTERM || res.Escalated || res.AlreadyExited || res.State != StateKilled ||
 		res.Status == nil || res.Status.Signal != env.SIGTERM || len(res.Survivors) != 0 {
 		t.Fatalf("Kill = %+v", res)
@@ -240,9 +236,7 @@ func TestKilledIsNeverAPlainExit(t *testing.T) {
 	f.onStart(func(p *envtest.FakeProcess) { p.Trap(env.SIGTERM, env.Exited(0)) })
 	in, _ := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateKilled || res.Status == nil || res.Status.Code != 0 || res.Status.Signal != "" {
 		t.Fatalf("Kill = %+v", res)
 	}
@@ -257,9 +251,7 @@ func TestKillEscalates(t *testing.T) {
 	f.onStart(func(p *envtest.FakeProcess) { p.Ignore(env.SIGTERM, env.SIGINT, env.SIGHUP) })
 	in, fp := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !res.Escalated || res.Signal != env.SIGTERM || res.State != StateKilled || res.Status.Signal != env.SIGKILL {
 		t.Fatalf("Kill = %+v", res)
 	}
@@ -389,18 +381,10 @@ func TestStdin(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := ctxT(t)
 	in, fp := f.start(StartOptions{Stdin: true})
-	if err := f.r.Write(ctx, in.ID, []byte("ab")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.Submit(ctx, in.ID, "line"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.CloseStdin(ctx, in.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.Write(ctx, in.ID, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
-		t.Fatalf("write after close: %v", err)
-	}
+	require.NoError(t, f.r.Write(ctx, in.ID, []byte("ab")))
+	require.NoError(t, f.r.Submit(ctx, in.ID, "line"))
+	require.NoError(t, f.r.CloseStdin(ctx, in.ID))
+	require.ErrorIs(t, f.r.Write(ctx, in.ID, []byte("late")), env.ErrStdinClosed, "write after close")
 	if string(fp.Stdin()) != "abline\n" {
 		t.Fatalf("stdin got %q", fp.Stdin())
 	}
@@ -413,9 +397,7 @@ func TestStdin(t *testing.T) {
 	}
 	fp.Exit(env.Exited(0))
 	f.r.Wait(ctx, in.ID, 0)
-	if err := f.r.Write(ctx, in.ID, []byte("x")); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("write after exit: %v", err)
-	}
+	require.ErrorIs(t, f.r.Write(ctx, in.ID, []byte("x")), ErrNotRunning, "write after exit")
 }
 
 func TestWaitTimeout(t *testing.T) {
@@ -474,14 +456,10 @@ func TestListAndKillAll(t *testing.T) {
 func TestRemove(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
-	if err := f.r.Remove(ctxT(t), in.ID); !errors.Is(err, ErrRunning) {
-		t.Fatalf("remove running: %v", err)
-	}
+	require.ErrorIs(t, f.r.Remove(ctxT(t), in.ID), ErrRunning, "remove running")
 	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
-	if err := f.r.Remove(ctxT(t), in.ID); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.r.Remove(ctxT(t), in.ID))
 	if !fp.Removed() {
 		t.Fatal("the environment's process state was not removed")
 	}
@@ -698,9 +676,7 @@ func TestSubscriptionSkipsSeenCompletion(t *testing.T) {
 	var got []string
 	for len(got) < 3 {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got = append(got, string(ev.Type)+":"+ev.ID)
 		if ev.Type == EventExited && (!ev.Notify || ev.Status == nil || ev.Status.Code != 1 || ev.State != StateExited) {
 			t.Fatalf("exited event %+v", ev)
@@ -735,9 +711,7 @@ func TestSubscriptionClose(t *testing.T) {
 	done := make(chan error)
 	go func() { _, err := sub.Next(context.Background()); done <- err }()
 	f.r.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
-		t.Fatalf("Next after Close: %v", err)
-	}
+	require.ErrorIs(t, <-done, ErrClosed, "Next after Close")
 	if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
@@ -749,9 +723,7 @@ func TestSubscriptionClose(t *testing.T) {
 func TestCloseClosesEnvironments(t *testing.T) {
 	f := newFixture(t, nil)
 	_, fp := f.start(StartOptions{PTY: &env.WindowSize{Rows: 1, Cols: 1}}) // not detached
-	if err := f.r.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.r.Close())
 	if !f.env.Closed() || !isClosed(fp.Exited()) {
 		t.Fatal("Close did not close the environment")
 	}
@@ -770,9 +742,7 @@ func TestOpenOncePerTarget(t *testing.T) {
 		}
 		return fe, nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	var wg sync.WaitGroup
 	for range 10 {
@@ -795,17 +765,11 @@ func TestInfoJSONRoundTrip(t *testing.T) {
 	fp.WriteOutput("x")
 	fp.Exit(env.Signaled(env.SIGTERM))
 	got, err := f.r.Wait(ctxT(t), in.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := json.Marshal(got)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var back Info
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &back))
 	b2, _ := json.Marshal(back)
 	if string(b) != string(b2) || back.Ref == nil || back.Status == nil || back.Status.Signal != env.SIGTERM ||
 		back.Labels["k"] != "v" || !back.EndedAt.Equal(got.EndedAt) {

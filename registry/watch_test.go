@@ -13,9 +13,7 @@ import (
 
 func TestWatcherLinesAndStripping(t *testing.T) {
 	w, err := newWatcher([]string{"ERROR"}, []string{`^done in \d+s$`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	now := time.Unix(0, 0)
 	clock := func() time.Time { now = now.Add(time.Minute); return now } // every match in a new window
 	var hits []watchHit
@@ -85,9 +83,7 @@ func TestWatchEvents(t *testing.T) {
 	next := func() Event {
 		t.Helper()
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return ev
 	}
 	if ev := next(); ev.Type != EventStarted {

@@ -18,18 +18,14 @@ import (
 // the write end open.
 func TestPumpLateReaderKeepsOutput(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer w.Close()
 	if _, err := w.WriteString("written before exit\n"); err != nil {
 		t.Fatal(err)
 	}
 	p := newOutPump(r, false)
 	p.processExited()
-	if err := r.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(-time.Second)))
 	go p.run()
 	s := p.open(context.Background(), 0)
 	got, err := io.ReadAll(s)
@@ -44,9 +40,7 @@ func TestPumpLateReaderKeepsOutput(t *testing.T) {
 // maxPending bytes; a late reader still gets everything, in order.
 func TestPumpBackpressure(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := newOutPump(r, false)
 	go p.run()
 	const total = 4 * maxPending

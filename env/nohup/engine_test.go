@@ -44,9 +44,7 @@ func TestOutputBytesOnTheWire(t *testing.T) {
 		t.Fatalf("Wait = %v, %v", st, err)
 	}
 	r, err := p.Output(testCtx(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n, err := io.Copy(io.Discard, r)
 	r.Close()
 	if err != nil || n != size {
@@ -68,9 +66,7 @@ func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
 		var got []byte
 		for {
 			r, err := p.Output(testCtx(t), int64(len(got)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			buf := make([]byte, 777)
 			n, err := r.Read(buf)
 			r.Close()
@@ -78,9 +74,7 @@ func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 		}
 		var want bytes.Buffer
 		for i := range 3000 {
@@ -102,12 +96,8 @@ func TestStdin(t *testing.T) {
 				t.Fatalf("Write(%q) = %d, %v", s, n, err)
 			}
 		}
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatalf("second CloseStdin: %v", err)
-		}
+		require.NoError(t, p.CloseStdin(ctx))
+		require.NoError(t, p.CloseStdin(ctx), "second CloseStdin")
 		if _, err := p.Write(ctx, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
 			t.Fatalf("Write after CloseStdin = %v, want ErrStdinClosed", err)
 		}
@@ -149,9 +139,7 @@ func TestSignalReachesEscapees(t *testing.T) {
 		if len(pids) < 4 { // sh (or sleep m3 after exec) + 3 sleeps at least
 			t.Logf("survivors before kill: %v", pids)
 		}
-		if err := p.Signal(ctx, env.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		st, err := p.Wait(ctx)
 		if err != nil || st.Signal != env.SIGTERM {
 			t.Fatalf("Wait = %v, %v; want killed by TERM", st, err)
@@ -211,14 +199,10 @@ func TestSpecErrors(t *testing.T) {
 	}
 	// A relative Dir that looks like an option or "-" is a directory name.
 	wd := t.TempDir()
-	if err := os.Mkdir(filepath.Join(wd, "-"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(wd, "-"), 0o755))
 	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
 	e2, err := nohup.New(&dirTransport{Local: tr, dir: wd}, nohup.Options{BaseDir: t.TempDir() + "/s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e2.Close()
 	p := start(t, e2, env.Spec{Command: "pwd", Dir: "-"})
 	if got := string(readAll(t, p, 0)); got != wd+"/-\n" {
@@ -247,18 +231,12 @@ func TestReattachAndRemove(t *testing.T) {
 		base := t.TempDir() + "/state"
 		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
 		e1, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ctx := testCtx(t)
 		p, err := e1.Start(ctx, env.Spec{Command: "echo one; read x; echo two; exit 5", Stdin: true, Detach: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ref, err := p.Ref()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if err := p.Remove(ctx); err == nil {
 			t.Fatal("Remove of a running process succeeded")
 		}
@@ -268,14 +246,10 @@ func TestReattachAndRemove(t *testing.T) {
 		}
 
 		e2, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer e2.Close()
 		q, err := e2.Attach(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := q.Write(ctx, []byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -285,18 +259,14 @@ func TestReattachAndRemove(t *testing.T) {
 		if got := string(readAll(t, q, 4)); got != "two\n" {
 			t.Fatalf("output from offset 4 = %q", got)
 		}
-		if err := q.Remove(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, q.Remove(ctx))
 		if _, err := e2.Attach(ctx, ref); !errors.Is(err, env.ErrNotFound) {
 			t.Fatalf("Attach after Remove = %v, want ErrNotFound", err)
 		}
 
 		// Hostile ref data is rejected before anything runs.
 		var data map[string]any
-		if err := json.Unmarshal(ref.Data, &data); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(ref.Data, &data))
 		for _, bad := range []map[string]any{
 			{"dir": "/etc"}, {"dir": base + "/../x"}, {"dir": base + "/$(touch x)"}, {"tag": "'; rm -rf /"},
 			{"pid": -1}, {"v": 2}, {"extra": 1},
@@ -334,9 +304,7 @@ func TestLostWrapper(t *testing.T) {
 	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
 		t.Fatalf("ref data %s: %v", ref.Data, err)
 	}
-	if err := exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run())
 	_, err := p.Wait(ctx)
 	if !errors.Is(err, env.ErrNotFound) || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
@@ -360,13 +328,9 @@ func TestLostWrapper(t *testing.T) {
 
 func dirOf(t *testing.T, p env.Process) string {
 	ref, err := p.Ref()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rd struct{ Dir string }
-	if err := json.Unmarshal(ref.Data, &rd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(ref.Data, &rd))
 	return rd.Dir
 }
 
@@ -431,15 +395,11 @@ func TestStartFailingAfterItsOkLine(t *testing.T) {
 		t.Run(map[bool]string{false: "exit_2", true: "connection_lost"}[lost], func(t *testing.T) {
 			ct := &cutTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}, lost: lost}
 			e, err := nohup.New(ct, nohup.Options{BaseDir: t.TempDir() + "/s"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer e.Close()
 			ctx := testCtx(t)
 			p, err := e.Start(ctx, env.Spec{Command: "echo hello; exit 4"})
-			if err != nil {
-				t.Fatalf("Start after the launcher reported the command: %v", err)
-			}
+			require.NoError(t, err, "Start after the launcher reported the command")
 			defer p.Release()
 			if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
 				t.Fatalf("Wait = %v, %v; want exit 4", st, err)
@@ -454,9 +414,7 @@ func TestStartFailingAfterItsOkLine(t *testing.T) {
 func TestTransportErrors(t *testing.T) {
 	ft := &flakyTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}}
 	e, err := nohup.New(ft, nohup.Options{BaseDir: t.TempDir() + "/s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	ctx := testCtx(t)
 	var p env.Process
@@ -505,13 +463,9 @@ func TestSweep(t *testing.T) {
 	var rd struct{ Dir string }
 	_ = json.Unmarshal(ref.Data, &rd)
 	old := time.Now().Add(-3 * time.Hour)
-	if err := os.Chtimes(rd.Dir+"/exit", old, old); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chtimes(rd.Dir+"/exit", old, old))
 	keep := base + "/not-a-state-dir"
-	if err := os.Mkdir(keep, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(keep, 0o700))
 	_ = os.WriteFile(keep+"/exit", nil, 0o600)
 	_ = os.Chtimes(keep+"/exit", old, old)
 
@@ -569,9 +523,7 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "holder"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pid, _, _ := strings.Cut(string(b), " ")
 		require.Eventually(t, func() bool {
 			st, err := os.ReadFile("/proc/" + pid + "/stat")
@@ -584,9 +536,7 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 // sandbox as /tmp/.corral-$UID, private to the user.
 func TestDefaultBaseDir(t *testing.T) {
 	e, err := nohup.New(&nohuptest.Local{}, nohup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	ctx := testCtx(t)
 	p := start(t, e, env.Spec{Command: "true"})
@@ -602,9 +552,7 @@ func TestDefaultBaseDir(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("state dir mode: %v, %v; want 0700", fi, err)
 	}
-	if err := p.Remove(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Remove(ctx))
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Remove left %s: %v", dir, err)
 	}

@@ -28,9 +28,7 @@ import (
 func startResident(t *testing.T, sh nohuptest.Shell, lib string) *nohup.Resident {
 	t.Helper()
 	r, err := nohuptest.StartResident(sh.Path, sh.Env, lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
@@ -206,9 +204,7 @@ func TestArmedSpares(t *testing.T) {
 		t.Cleanup(func() { _ = tr.Close() })
 		base := t.TempDir() + "/state"
 		e, err := nohup.New(tr, nohup.Options{Name: "armed-" + sh.Name, BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ctx := testCtx(t)
 		wd := t.TempDir()
 		armedDir := func(p env.Process) bool {
@@ -216,9 +212,7 @@ func TestArmedSpares(t *testing.T) {
 			var rd struct {
 				Dir string `json:"dir"`
 			}
-			if err := json.Unmarshal(ref.Data, &rd); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, json.Unmarshal(ref.Data, &rd))
 			_, err := os.Stat(rd.Dir + "/armed")
 			return err == nil
 		}
@@ -266,9 +260,7 @@ func TestArmedSpares(t *testing.T) {
 					if _, serr := fmt.Sscan(string(b), &pid, &since); err != nil || serr != nil || pid <= 0 {
 						t.Fatalf("spare %s: parent file %q, %v", d, b, err)
 					}
-					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 				}
 			case 4:
 				// Kill every waiting spare's processes.
@@ -281,15 +273,11 @@ func TestArmedSpares(t *testing.T) {
 		}
 		// The signalled path through an armed spare.
 		p := start(t, e, env.Spec{Command: "sleep 300"})
-		if err := p.Signal(ctx, env.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		if st, err := p.Wait(ctx); err != nil || st != env.Signaled(env.SIGTERM) {
 			t.Fatalf("Wait after SIGTERM = %v, %v", st, err)
 		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.Close())
 		// Close ended the armed spares: no machinery of this base is left.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			out, _ := exec.Command("pgrep", "-f", "corral-(parent|command) "+base).Output()

@@ -301,9 +301,7 @@ func TestHostKeyAcceptNewRecordsTheKey(t *testing.T) {
 	tr.Close()
 
 	b, err := os.ReadFile(kh)
-	if err != nil {
-		t.Fatalf("known_hosts not written: %v", err)
-	}
+	require.NoError(t, err, "known_hosts not written")
 	if !strings.HasPrefix(string(b), fmt.Sprintf("[127.0.0.1]:%d ", srv.Port)) || bytes.Count(b, []byte("\n")) != 1 {
 		t.Fatalf("unexpected known_hosts:\n%s", b)
 	}
@@ -379,9 +377,7 @@ func TestConfigAlias(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, err := Dial(ctx, "ssh://"+srv.Alias, opts)
-	if err != nil {
-		t.Fatalf("Dial via alias: %v", err)
-	}
+	require.NoError(t, err, "Dial via alias")
 	defer tr.Close()
 	if want := fmt.Sprintf("ssh://%s@%s:%d", srv.User, srv.Alias, srv.Port); tr.Name() != want {
 		t.Errorf("Name() = %q, want %q", tr.Name(), want)
@@ -416,9 +412,7 @@ Host *
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, err := Dial(ctx, "ssh://inner", opts)
-	if err != nil {
-		t.Fatalf("Dial through ProxyJump: %v", err)
-	}
+	require.NoError(t, err, "Dial through ProxyJump")
 	defer tr.Close()
 	if out, _, _ := run(t, tr, "echo inner", nil); out != "inner\n" {
 		t.Fatalf("got %q", out)
@@ -432,17 +426,13 @@ Host *
 func readFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
 func TestUnreachableHostIsUnavailable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
 	opts := Options{ConfigFile: "none", Home: t.TempDir(), AgentSocket: "none", Logger: testLogger(t)}
@@ -456,9 +446,7 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 // ClientConfig.Timeout covers only the connect.
 func TestHandshakeTimeout(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -506,9 +494,7 @@ func TestReconnectAfterClientSideCut(t *testing.T) {
 		condWait, condPoll, "waiting for a second dial")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -553,9 +539,7 @@ func TestExecDuringDropIsUnavailable(t *testing.T) {
 	srv.Restart(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -579,9 +563,7 @@ func TestKeepAliveDetectsSilentPeer(t *testing.T) {
 		condWait, condPoll, "waiting for a reconnect after the keepalive timed out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo alive", nil); out != "alive\n" {
 		t.Fatalf("got %q", out)
 	}
