@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/plugins"
 )
@@ -37,15 +39,10 @@ func killPlugin(t *testing.T, e env.Environment) int {
 // line exists; marker "" matches any command line.
 func waitGone(t *testing.T, pid int, marker string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(b), marker) || isZombie(pid) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("process %d (%q) still alive after 30s", pid, marker)
+		return err != nil || !strings.Contains(string(b), marker) || isZombie(pid)
+	}, 30*time.Second, 20*time.Millisecond, "waiting for process %d (%q) to end", pid, marker)
 }
 
 func isZombie(pid int) bool {
@@ -227,11 +224,6 @@ func helperHost(spec string) int {
 // plugin process ended; from then on no call may go to the dead plugin.
 func waitHostSeesDeath(t *testing.T, e env.Environment) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for e.(*plugins.Env).PluginPID() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the host did not notice the plugin's death within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return e.(*plugins.Env).PluginPID() == 0 },
+		30*time.Second, 5*time.Millisecond, "waiting for the host to notice the plugin's death")
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
 )
@@ -36,18 +38,14 @@ func localWithState(t *testing.T, envDir, stateFile string) *Registry {
 		Logger:       slog.New(slog.DiscardHandler),
 		StateFile:    stateFile,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
 func readCheckpoint(t *testing.T, path string) checkpointFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatalf("state file is not valid JSON: %v\n%s", err, data)
@@ -95,7 +93,8 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	}
 	// Output of the running one complete before the restart, so the
 	// comparison after it is about the recovered buffer.
-	eventually(t, "condition", func() bool { in, _ := r1.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) })
+	require.Eventually(t, func() bool { in, _ := r1.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+		generous, poll, "waiting for all the runner's output before the restart")
 	var vanishInfo Info
 	for _, in := range r1.List(ListOptions{All: true, WithRef: true}) {
 		if in.ID == vanish {
@@ -112,9 +111,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	}
 	// While no registry runs: one process ends on its own, another's
 	// sandbox state disappears (its tree is killed first, by marker).
-	if err := os.WriteFile(flag, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
 	var refData struct {
 		Dir string `json:"dir"`
 	}
@@ -128,13 +125,11 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	syscall.Kill(-vanishInfo.PID, syscall.SIGKILL)
 	// The local shim server records the exit as the second line of
 	// state.json.
-	eventually(t, "condition", func() bool {
+	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(filepath.Join(refData.Dir, "state.json"))
 		return err == nil && bytes.Count(b, []byte("\n")) >= 2
-	})
-	if err := os.RemoveAll(refData.Dir); err != nil {
-		t.Fatal(err)
-	}
+	}, generous, poll, "waiting for the shim server to record the exit of the vanishing process")
+	require.NoError(t, os.RemoveAll(refData.Dir))
 
 	r2 := localWithState(t, envDir, stateFile)
 	t.Cleanup(func() {
@@ -144,9 +139,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 		r2.Close()
 	})
 	rep, err := r2.Recover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rep.Notice != "" || rep.Skipped != 0 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -155,7 +148,8 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	if err != nil || in.State != StateRunning || in.Labels["role"] != "runner" {
 		t.Fatalf("running process after recovery: %+v, %v", in, err)
 	}
-	eventually(t, "condition", func() bool { in, _ := r2.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) })
+	require.Eventually(t, func() bool { in, _ := r2.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+		generous, poll, "waiting for all the runner's output after the recovery")
 	pr, _ := r2.Poll(ctx, running, 0)
 	if string(pr.Output) != seqOutput(2000) {
 		t.Fatalf("recovered output differs: %d bytes, want %d (gap or duplicate)", len(pr.Output), len(seqOutput(2000)))
@@ -188,9 +182,7 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	if _, err := r2.Kill(ctx, running, KillOptions{Grace: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r2.Checkpoint())
 	for _, rec := range readCheckpoint(t, stateFile).Processes {
 		if rec.ID == running && rec.State != StateKilled {
 			t.Fatalf("checkpoint after kill: %s", rec.State)
@@ -219,20 +211,18 @@ func TestCheckpointEveryChangeWritten(t *testing.T) {
 	var ids []string
 	for i := range 30 {
 		in, err := r.Start(ctx, StartOptions{Command: fmt.Sprintf("cmd %d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ids = append(ids, in.ID)
 	}
 	// No Checkpoint call: the writer goroutine must get there by itself.
-	eventually(t, "condition", func() bool {
+	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(stateFile)
 		if err != nil {
 			return false
 		}
 		var cf checkpointFile
 		return json.Unmarshal(data, &cf) == nil && len(cf.Processes) == 30 && allRunning(cf)
-	})
+	}, generous, poll, "waiting for the checkpoint to hold the 30 running processes")
 	if n, err := r.CheckpointStats(); n == 0 || err != nil {
 		t.Fatalf("stats %d %v", n, err)
 	}
@@ -261,14 +251,10 @@ func TestRecoverCorruptStateFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			stateFile := filepath.Join(dir, "state.json")
-			if err := os.WriteFile(stateFile, []byte(content), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(stateFile, []byte(content), 0o600))
 			r := newFixture(t, func(c *Config) { c.StateFile = stateFile }).r
 			rep, err := r.Recover(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if rep.SetAside == "" || !strings.Contains(rep.Notice, "corrupt") {
 				t.Fatalf("report %+v", rep)
 			}
@@ -279,9 +265,7 @@ func TestRecoverCorruptStateFile(t *testing.T) {
 			if len(r.List(ListOptions{All: true})) != 0 {
 				t.Fatal("processes from a corrupt file")
 			}
-			if err := r.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Checkpoint())
 			if f := readCheckpoint(t, stateFile); f.Version != checkpointVersion {
 				t.Fatalf("new state file version %d", f.Version)
 			}
@@ -303,9 +287,7 @@ func TestRecoverMalformedRecordsSkipped(t *testing.T) {
 	os.WriteFile(stateFile, data, 0o600)
 	r := newFixture(t, func(c *Config) { c.StateFile = stateFile }).r
 	rep, err := r.Recover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rep.Skipped != 1 || rep.Restored[StateExited] != 1 || rep.Restored[StateLost] != 1 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -368,18 +350,15 @@ func TestCheckpointNeverTorn(t *testing.T) {
 		os.Remove(path + ".ready")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCheckpointWriterHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashWriterEnv+"="+path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "condition", func() bool { _, err := os.Stat(path + ".ready"); return err == nil })
+		require.NoError(t, cmd.Start())
+		require.Eventually(t, func() bool { _, err := os.Stat(path + ".ready"); return err == nil },
+			generous, poll, "waiting for the checkpoint writer (round %d) to be ready", round)
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond) // a random moment, not a wait for a condition
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
 		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var got struct {
 			Head, Tail int
 			Processes  []json.RawMessage

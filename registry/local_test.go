@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
 )
@@ -39,9 +41,7 @@ func newLocal(t *testing.T, mod func(*Config)) *Registry {
 		mod(&cfg)
 	}
 	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		defer cancel()
@@ -93,9 +93,7 @@ func scanProcs(match func(cmdline string) bool) []string {
 func TestLocalRunExitCodeAndOutput(t *testing.T) {
 	r := newLocal(t, nil)
 	res, err := r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "echo out; echo err >&2; exit 3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateExited || res.Status == nil || res.Status.Code != 3 || string(res.Output) != "out\nerr\n" {
 		t.Fatalf("Run = %+v output %q", res.Info, res.Output)
 	}
@@ -107,10 +105,8 @@ func TestLocalKillTree(t *testing.T) {
 	// A child, a grandchild in its own session, and a TERM-ignoring child.
 	cmd := fmt.Sprintf("sleep %s & setsid sleep %s & sh -c 'trap \"\" TERM; sleep %s' & echo started; wait", m, m, m)
 	in, err := r.Start(ctxT(t), StartOptions{Command: cmd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the tree to start", func() bool { return len(sleepers(m)) == 3 })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(sleepers(m)) == 3 }, generous, poll, "waiting for the tree to start")
 	res, err := r.Kill(ctxT(t), in.ID, KillOptions{Grace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Kill: %v (%+v)", err, res)
@@ -135,9 +131,7 @@ func TestLocalRunTimeoutEscalates(t *testing.T) {
 		Timeout:      300 * time.Millisecond,
 		Grace:        200 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateTimedOut || res.TimedOut != TimedOutTimeout || res.Status == nil || res.Status.Signal != env.SIGKILL ||
 		string(res.Output) != "before\n" {
 		t.Fatalf("Run = %+v output %q", res.Info, res.Output)
@@ -172,15 +166,11 @@ func TestLocalYieldThenWait(t *testing.T) {
 	if err != nil || !res.Yielded || res.State != StateRunning {
 		t.Fatalf("Run = %+v %v", res, err)
 	}
-	if err := r.Submit(ctx, res.ID, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Submit(ctx, res.ID, "hello"))
 	// Not seen through Wait or Poll: the completion event is delivered.
 	for {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if ev.Type == EventExited {
 			if ev.ID != res.ID || ev.State != StateExited || !ev.Notify {
 				t.Fatalf("%+v", ev)
@@ -198,9 +188,7 @@ func TestLocalLargeOutputBounded(t *testing.T) {
 	r := newLocal(t, func(c *Config) { c.BufferSize = 1 << 20; c.HeadSize = 64 << 10 })
 	const n = 20 << 20
 	res, err := r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: fmt.Sprintf("head -c %d /dev/zero", n)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.OutputBytes != n || !res.Truncated || int64(len(res.Output))+res.OmittedBytes != n || len(res.Output) != 1<<20 {
 		t.Fatalf("output %d bytes held, %d omitted, total %d", len(res.Output), res.OmittedBytes, res.OutputBytes)
 	}
@@ -211,10 +199,9 @@ func TestLocalFloodIsolation(t *testing.T) {
 	r := newLocal(t, nil)
 	ctx := ctxT(t)
 	flood, err := r.Start(ctx, StartOptions{Command: "yes corral-flood-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "flood output", func() bool { g, _ := r.Get(flood.ID); return g.OutputBytes > 1<<20 })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { g, _ := r.Get(flood.ID); return g.OutputBytes > 1<<20 },
+		generous, poll, "waiting for 1 MiB of flood output")
 	for range 5 {
 		res, err := r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "echo quiet"}})
 		if err != nil || string(res.Output) != "quiet\n" {
@@ -249,9 +236,7 @@ func TestLocalPTYAndWatch(t *testing.T) {
 	}
 	for {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if ev.Type == EventWatchMatch {
 			if ev.Line != "BUILD FAILED" {
 				t.Fatalf("%+v", ev)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/envtest"
 )
 
 // nextEvent returns the subscription's next event or fails the test.
@@ -40,7 +41,7 @@ func TestNotifiedExitsBypassGlobalRateLimit(t *testing.T) {
 	defer sub.Close()
 
 	ids := make([]string, jobs)
-	fps := make([]*fakeProc, jobs)
+	fps := make([]*envtest.FakeProcess, jobs)
 	for i := range jobs {
 		in, fp := f.start(StartOptions{Command: fmt.Sprintf("job %d", i), Notify: true})
 		ids[i], fps[i] = in.ID, fp
@@ -56,22 +57,22 @@ func TestNotifiedExitsBypassGlobalRateLimit(t *testing.T) {
 	const quiet = 5
 	for range quiet {
 		_, fp := f.start(StartOptions{})
-		fp.exit(env.Exited(0))
+		fp.Exit(env.Exited(0))
 	}
 	require.Eventually(t, func() bool { return suppressedCount(f.r, EventExited) == quiet },
 		generous, time.Millisecond, "un-notified exits are counted by the breaker")
 
 	// A notified process whose result a caller received first.
 	waited, wfp := f.start(StartOptions{Command: "waited", Notify: true})
-	wfp.write("done\n")
-	wfp.exit(env.Exited(0))
+	wfp.WriteOutput("done\n")
+	wfp.Exit(env.Exited(0))
 	got, err := f.r.Wait(ctxT(t), waited.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, StateExited, got.State)
 
 	for i, fp := range fps {
-		fp.write(fmt.Sprintf("compiling\n\x1b[32mok job %d\x1b[0m\n", i))
-		fp.exit(env.Exited(i % 3))
+		fp.WriteOutput(fmt.Sprintf("compiling\n\x1b[32mok job %d\x1b[0m\n", i))
+		fp.Exit(env.Exited(i % 3))
 	}
 	exits := map[string]Event{}
 	for len(exits) < jobs {
@@ -93,7 +94,7 @@ func TestNotifiedExitsBypassGlobalRateLimit(t *testing.T) {
 
 	// The waited process's event would have come before this one.
 	_, sfp := f.start(StartOptions{Command: "sentinel", Notify: true})
-	sfp.exit(env.Exited(0))
+	sfp.Exit(env.Exited(0))
 	ev := nextEvent(t, sub)
 	require.Equal(t, "sentinel", ev.Command, "expected the sentinel's exit, got %+v", ev)
 
@@ -112,7 +113,7 @@ func TestNotifiedExitsBypassGlobalRateLimit(t *testing.T) {
 // watch matches into a cooldown.
 func TestNotifiedExitsDoNotFillTheWindow(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Clock = newManualClock() })
-	var fps []*fakeProc
+	var fps []*envtest.FakeProcess
 	for range GlobalEventMax - 1 {
 		_, fp := f.start(StartOptions{Notify: true})
 		fps = append(fps, fp)
@@ -120,7 +121,7 @@ func TestNotifiedExitsDoNotFillTheWindow(t *testing.T) {
 	sub := f.r.Subscribe()
 	defer sub.Close()
 	for _, fp := range fps {
-		fp.exit(env.Exited(0))
+		fp.Exit(env.Exited(0))
 	}
 	for range fps {
 		require.Equal(t, EventExited, nextEvent(t, sub).Type)
@@ -161,25 +162,25 @@ func TestBlockedWaiterConsumesCompletion(t *testing.T) {
 		}
 	}()
 	require.Equal(t, EventStarted, (<-evs).Type)
-	fp.exit(env.Exited(3))
+	fp.Exit(env.Exited(3))
 	got := <-waited
 	require.Equal(t, StateExited, got.State)
 	require.Zero(t, p.waiters.Load())
 
 	// A foreground Run is a waiter too.
-	f.env.onStart = func(fp *fakeProc) {
+	f.onStart(func(fp *envtest.FakeProcess) {
 		go func() {
-			fp.write("run output\n")
-			fp.exit(env.Exited(0))
+			fp.WriteOutput("run output\n")
+			fp.Exit(env.Exited(0))
 		}()
-	}
+	})
 	res, err := f.r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "run", Notify: true}})
 	require.NoError(t, err)
 	require.Equal(t, StateExited, res.State)
-	f.env.onStart = nil
+	f.onStart(nil)
 
 	_, sfp := f.start(StartOptions{Command: "sentinel", Notify: true})
-	sfp.exit(env.Exited(0))
+	sfp.Exit(env.Exited(0))
 	for ev := range evs {
 		if ev.Type == EventStarted {
 			continue
@@ -197,7 +198,7 @@ func TestExitedEventWithWaiterIsConsumed(t *testing.T) {
 	p, err := f.r.lookup(in.ID)
 	require.NoError(t, err)
 	p.enterWait()
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	<-p.done
 	ev := p.exitedEvent(p.info())
 	assert.True(t, ev.Consumed(), "an exit with a blocked waiter must count as consumed")
@@ -206,7 +207,7 @@ func TestExitedEventWithWaiterIsConsumed(t *testing.T) {
 	in2, fp2 := f.start(StartOptions{Notify: true})
 	p2, err := f.r.lookup(in2.ID)
 	require.NoError(t, err)
-	fp2.exit(env.Exited(0))
+	fp2.Exit(env.Exited(0))
 	<-p2.done
 	ev = p2.exitedEvent(p2.info())
 	assert.False(t, ev.Consumed(), "nobody waited")
@@ -221,7 +222,7 @@ func TestWaitPrefersTheEnd(t *testing.T) {
 	in, fp := f.start(StartOptions{})
 	p, err := f.r.lookup(in.ID)
 	require.NoError(t, err)
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	<-p.done
 	// Both cases are ready: select picks one at random, so try a few.
 	for range 20 {

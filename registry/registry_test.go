@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/envtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,11 +25,39 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // generous bounds every wait on a condition; tests never assert timing.
 const generous = 20 * time.Second
 
+// poll is how often require.Eventually looks at a condition again.
+const poll = 2 * time.Millisecond
+
 type fixture struct {
 	t     *testing.T
 	r     *Registry
-	env   *fakeEnv
+	env   *envtest.Fake
 	clock *manualClock
+}
+
+// newFakeEnv returns the scripted Environment of the registry's unit
+// tests: it offers stdin, PTYs and re-attach, so Start detaches.
+func newFakeEnv() *envtest.Fake {
+	return &envtest.Fake{Caps: env.Capabilities{Stdin: true, PTY: true, Reattach: true, TreeKill: "fake"}}
+}
+
+// onStart scripts every process started from now on (nil: no script).
+func (f *fixture) onStart(script func(*envtest.FakeProcess)) {
+	if script == nil {
+		f.env.OnStart = nil
+		return
+	}
+	f.env.OnStart = func(p *envtest.FakeProcess) error { script(p); return nil }
+}
+
+// isClosed reports whether ch is closed, without blocking.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func newFixture(t *testing.T, mod func(*Config)) *fixture {
@@ -52,9 +81,7 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 		f.clock = mc
 	}
 	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f.r = r
 	t.Cleanup(func() {
 		if err := r.Close(); err != nil {
@@ -70,7 +97,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func (f *fixture) start(opts StartOptions) (Info, *fakeProc) {
+func (f *fixture) start(opts StartOptions) (Info, *envtest.FakeProcess) {
 	f.t.Helper()
 	if opts.Command == "" {
 		opts.Command = "fake command"
@@ -79,19 +106,7 @@ func (f *fixture) start(opts StartOptions) (Info, *fakeProc) {
 	if err != nil {
 		f.t.Fatalf("Start: %v", err)
 	}
-	return in, f.env.last()
-}
-
-// eventually waits for cond, failing after a generous deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(generous)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return in, f.env.Last()
 }
 
 func TestNewRequiresOpen(t *testing.T) {
@@ -168,7 +183,7 @@ func TestLifecycleAndPoll(t *testing.T) {
 	sub := f.r.Subscribe()
 	defer sub.Close()
 	in, fp := f.start(StartOptions{Labels: map[string]string{"job": "a"}})
-	if in.State != StateRunning || in.PID != fp.pid || in.StartedAt.IsZero() || !in.Detached {
+	if in.State != StateRunning || in.PID != fp.PID() || in.StartedAt.IsZero() || !in.Detached {
 		t.Fatalf("after Start: %+v", in)
 	}
 	// The backend-private Ref reaches a caller only when asked for.
@@ -181,21 +196,21 @@ func TestLifecycleAndPoll(t *testing.T) {
 	if l := f.r.List(ListOptions{}); len(l) != 1 || l[0].Ref != nil {
 		t.Fatalf("List without WithRef: %+v", l)
 	}
-	if fp.spec.Tag != in.ID || !fp.spec.Detach {
-		t.Fatalf("spec = %+v", fp.spec)
+	if fp.Spec().Tag != in.ID || !fp.Spec().Detach {
+		t.Fatalf("spec = %+v", fp.Spec())
 	}
-	fp.write("hello\n")
+	fp.WriteOutput("hello\n")
 	ctx := ctxT(t)
 	var pr PollResult
-	eventually(t, "output", func() bool {
+	require.Eventually(t, func() bool {
 		pr, _ = f.r.Poll(ctx, in.ID, 0)
 		return string(pr.Output) == "hello\n"
-	})
+	}, generous, poll, "waiting for Poll to return the output")
 	if pr.Next != 6 || pr.State != StateRunning {
 		t.Fatalf("poll: %+v", pr)
 	}
-	fp.write("world\n")
-	fp.exit(env.Exited(3))
+	fp.WriteOutput("world\n")
+	fp.Exit(env.Exited(3))
 	got, err := f.r.Wait(ctx, in.ID, 0)
 	if err != nil || got.State != StateExited || got.Status == nil || got.Status.Code != 3 || got.EndedAt.IsZero() {
 		t.Fatalf("Wait = %+v, %v", got, err)
@@ -214,14 +229,12 @@ func TestKillTermThenExit(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.Signal != env.SIGTERM || res.Escalated || res.AlreadyExited || res.State != StateKilled ||
 		res.Status == nil || res.Status.Signal != env.SIGTERM || len(res.Survivors) != 0 {
 		t.Fatalf("Kill = %+v", res)
 	}
-	if s := fp.sent(); len(s) != 1 || s[0] != env.SIGTERM {
+	if s := fp.Signals(); len(s) != 1 || s[0] != env.SIGTERM {
 		t.Fatalf("signals sent: %v", s)
 	}
 }
@@ -230,12 +243,10 @@ func TestKillTermThenExit(t *testing.T) {
 // exited, with its real status.
 func TestKilledIsNeverAPlainExit(t *testing.T) {
 	f := newFixture(t, func(c *Config) {})
-	f.env.onStart = func(p *fakeProc) { p.trapTerm = true }
+	f.onStart(func(p *envtest.FakeProcess) { p.Trap(env.SIGTERM, env.Exited(0)) })
 	in, _ := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.State != StateKilled || res.Status == nil || res.Status.Code != 0 || res.Status.Signal != "" {
 		t.Fatalf("Kill = %+v", res)
 	}
@@ -247,16 +258,14 @@ func TestKilledIsNeverAPlainExit(t *testing.T) {
 
 func TestKillEscalates(t *testing.T) {
 	f := newFixture(t, nil)
-	f.env.onStart = func(p *fakeProc) { p.termExits = false }
+	f.onStart(func(p *envtest.FakeProcess) { p.Ignore(env.SIGTERM, env.SIGINT, env.SIGHUP) })
 	in, fp := f.start(StartOptions{})
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !res.Escalated || res.Signal != env.SIGTERM || res.State != StateKilled || res.Status.Signal != env.SIGKILL {
 		t.Fatalf("Kill = %+v", res)
 	}
-	if s := fp.sent(); len(s) != 2 || s[1] != env.SIGKILL {
+	if s := fp.Signals(); len(s) != 2 || s[1] != env.SIGKILL {
 		t.Fatalf("signals: %v", s)
 	}
 }
@@ -268,14 +277,14 @@ func TestKillForce(t *testing.T) {
 	if err != nil || res.Signal != env.SIGKILL || res.Escalated {
 		t.Fatalf("Kill = %+v %v", res, err)
 	}
-	if s := fp.sent(); len(s) != 1 || s[0] != env.SIGKILL {
+	if s := fp.Signals(); len(s) != 1 || s[0] != env.SIGKILL {
 		t.Fatalf("signals: %v", s)
 	}
 }
 
 func TestKillReportsSurvivors(t *testing.T) {
 	f := newFixture(t, nil)
-	f.env.onStart = func(p *fakeProc) { p.survivors = []int{4242} }
+	f.onStart(func(p *envtest.FakeProcess) { p.SetSurvivors(4242) })
 	in, _ := f.start(StartOptions{})
 	start := time.Now()
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
@@ -290,7 +299,7 @@ func TestKillReportsSurvivors(t *testing.T) {
 func TestKillAfterExit(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
-	fp.exit(env.Exited(7))
+	fp.Exit(env.Exited(7))
 	if _, err := f.r.Wait(ctxT(t), in.ID, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +307,7 @@ func TestKillAfterExit(t *testing.T) {
 	if err != nil || !res.AlreadyExited || res.Status.Code != 7 || res.State != StateExited || res.Signal != "" {
 		t.Fatalf("Kill = %+v %v", res, err)
 	}
-	if len(fp.sent()) != 0 {
+	if len(fp.Signals()) != 0 {
 		t.Fatal("a signal was sent to a finished process")
 	}
 }
@@ -308,11 +317,7 @@ func TestKillAfterExit(t *testing.T) {
 func TestKillRacesNaturalExit(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
-	fp.mu.Lock()
-	fp.status = env.Exited(5)
-	close(fp.exited) // exited, but the registry has not seen it yet
-	fp.changed()
-	fp.mu.Unlock()
+	fp.Exit(env.Exited(5)) // exited, but the registry has not seen it yet
 	res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{})
 	if err != nil || !res.AlreadyExited || res.Status == nil || res.Status.Code != 5 || res.State != StateExited {
 		t.Fatalf("Kill = %+v %v", res, err)
@@ -321,7 +326,7 @@ func TestKillRacesNaturalExit(t *testing.T) {
 
 func TestConcurrentKills(t *testing.T) {
 	f := newFixture(t, nil)
-	f.env.onStart = func(p *fakeProc) { p.termExits = false }
+	f.onStart(func(p *envtest.FakeProcess) { p.Ignore(env.SIGTERM, env.SIGINT, env.SIGHUP) })
 	in, fp := f.start(StartOptions{})
 	var wg sync.WaitGroup
 	results := make([]KillResult, 8)
@@ -347,7 +352,7 @@ func TestConcurrentKills(t *testing.T) {
 	if killers != 1 {
 		t.Fatalf("%d kills reported the kill, want exactly 1: %+v", killers, results)
 	}
-	if s := fp.sent(); len(s) != 2 {
+	if s := fp.Signals(); len(s) != 2 {
 		t.Fatalf("signals sent %v, want one TERM and one KILL", s)
 	}
 }
@@ -355,13 +360,13 @@ func TestConcurrentKills(t *testing.T) {
 func TestLostAndFailed(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
-	fp.exitErr(env.ExitStatus{}, fmt.Errorf("fake: %w", env.ErrSandboxGone))
+	fp.Lose(fmt.Errorf("fake: %w", env.ErrSandboxGone))
 	got, err := f.r.Wait(ctxT(t), in.ID, 0)
 	if err != nil || got.State != StateLost || got.Status != nil || !strings.Contains(got.Reason, "sandbox is gone") {
 		t.Fatalf("lost: %+v %v", got, err)
 	}
 
-	f.env.startErr = fmt.Errorf("fake: %w", env.ErrDirNotFound)
+	f.env.OnStart = func(*envtest.FakeProcess) error { return fmt.Errorf("fake: %w", env.ErrDirNotFound) }
 	failed, err := f.r.Start(ctxT(t), StartOptions{Command: "x", Dir: "/nonexistent"})
 	if !errors.Is(err, env.ErrDirNotFound) || failed.State != StateFailed || failed.ID == "" || failed.Reason == "" {
 		t.Fatalf("failed start: %+v %v", failed, err)
@@ -386,33 +391,23 @@ func TestStdin(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := ctxT(t)
 	in, fp := f.start(StartOptions{Stdin: true})
-	if err := f.r.Write(ctx, in.ID, []byte("ab")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.Submit(ctx, in.ID, "line"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.CloseStdin(ctx, in.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.r.Write(ctx, in.ID, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
-		t.Fatalf("write after close: %v", err)
-	}
-	if string(fp.stdin) != "abline\n" {
-		t.Fatalf("stdin got %q", fp.stdin)
+	require.NoError(t, f.r.Write(ctx, in.ID, []byte("ab")))
+	require.NoError(t, f.r.Submit(ctx, in.ID, "line"))
+	require.NoError(t, f.r.CloseStdin(ctx, in.ID))
+	require.ErrorIs(t, f.r.Write(ctx, in.ID, []byte("late")), env.ErrStdinClosed, "write after close")
+	if string(fp.Stdin()) != "abline\n" {
+		t.Fatalf("stdin got %q", fp.Stdin())
 	}
 	pty, pfp := f.start(StartOptions{PTY: &env.WindowSize{Rows: 24, Cols: 80}})
 	if pty.Detached {
 		t.Fatal("a PTY process was started detached")
 	}
-	if err := f.r.Submit(ctx, pty.ID, "y"); err != nil || string(pfp.stdin) != "y\r" {
-		t.Fatalf("PTY submit: %q %v", pfp.stdin, err)
+	if err := f.r.Submit(ctx, pty.ID, "y"); err != nil || string(pfp.Stdin()) != "y\r" {
+		t.Fatalf("PTY submit: %q %v", pfp.Stdin(), err)
 	}
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctx, in.ID, 0)
-	if err := f.r.Write(ctx, in.ID, []byte("x")); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("write after exit: %v", err)
-	}
+	require.ErrorIs(t, f.r.Write(ctx, in.ID, []byte("x")), ErrNotRunning, "write after exit")
 }
 
 func TestWaitTimeout(t *testing.T) {
@@ -434,7 +429,7 @@ func TestListAndKillAll(t *testing.T) {
 	a, _ := f.start(StartOptions{Labels: map[string]string{"team": "x"}})
 	b, _ := f.start(StartOptions{Labels: map[string]string{"team": "y"}})
 	c, cp := f.start(StartOptions{Labels: map[string]string{"team": "x"}})
-	cp.exit(env.Exited(0))
+	cp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), c.ID, 0)
 
 	ids := func(infos []Info) string {
@@ -471,15 +466,11 @@ func TestListAndKillAll(t *testing.T) {
 func TestRemove(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{})
-	if err := f.r.Remove(ctxT(t), in.ID); !errors.Is(err, ErrRunning) {
-		t.Fatalf("remove running: %v", err)
-	}
-	fp.exit(env.Exited(0))
+	require.ErrorIs(t, f.r.Remove(ctxT(t), in.ID), ErrRunning, "remove running")
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
-	if err := f.r.Remove(ctxT(t), in.ID); err != nil {
-		t.Fatal(err)
-	}
-	if !fp.removed {
+	require.NoError(t, f.r.Remove(ctxT(t), in.ID))
+	if !fp.Removed() {
 		t.Fatal("the environment's process state was not removed")
 	}
 	if _, err := f.r.Get(in.ID); !errors.Is(err, ErrNotFound) {
@@ -490,7 +481,7 @@ func TestRemove(t *testing.T) {
 func TestMaxProcesses(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.MaxProcesses = 3; c.Clock = newManualClock() })
 	var infos []Info
-	var fps []*fakeProc
+	var fps []*envtest.FakeProcess
 	for range 3 {
 		in, fp := f.start(StartOptions{})
 		infos, fps = append(infos, in), append(fps, fp)
@@ -499,10 +490,10 @@ func TestMaxProcesses(t *testing.T) {
 		t.Fatalf("full of running processes: %v", err)
 	}
 	// Finish two; the one that finished first is pruned first.
-	fps[2].exit(env.Exited(0))
+	fps[2].Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), infos[2].ID, 0)
 	f.clock.Advance(time.Second)
-	fps[0].exit(env.Exited(0))
+	fps[0].Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), infos[0].ID, 0)
 	f.start(StartOptions{})
 	if _, err := f.r.Get(infos[2].ID); !errors.Is(err, ErrNotFound) {
@@ -511,7 +502,7 @@ func TestMaxProcesses(t *testing.T) {
 	if _, err := f.r.Get(infos[0].ID); err != nil {
 		t.Fatalf("newer finished pruned: %v", err)
 	}
-	if !fps[2].removed {
+	if !fps[2].Removed() {
 		t.Fatal("pruned process's state not removed")
 	}
 }
@@ -520,7 +511,7 @@ func TestFinishedTTL(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.FinishedTTL = time.Hour; c.Clock = newManualClock() })
 	in, fp := f.start(StartOptions{})
 	run, _ := f.start(StartOptions{})
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
 	// A process is never pruned while its tree may still run: wait for
 	// the registry's look at the tree after the exit.
@@ -543,22 +534,23 @@ func TestFinishedTTL(t *testing.T) {
 func TestJanitor(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.FinishedTTL = time.Millisecond })
 	in, fp := f.start(StartOptions{})
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
-	eventually(t, "janitor prune", func() bool {
+	require.Eventually(t, func() bool {
 		f.r.mu.Lock()
 		defer f.r.mu.Unlock()
 		_, ok := f.r.procs[in.ID]
 		return !ok
-	})
+	}, generous, poll, "waiting for the janitor to prune the finished process")
 }
 
 func TestLog(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BufferSize = 64; c.HeadSize = 16 })
 	in, fp := f.start(StartOptions{})
-	fp.write("\x1b[31mred\x1b[0m\nline2\n")
+	fp.WriteOutput("\x1b[31mred\x1b[0m\nline2\n")
 	ctx := ctxT(t)
-	eventually(t, "output", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 })
+	require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 },
+		generous, poll, "waiting for the output")
 	lr, err := f.r.Log(ctx, in.ID, LogOptions{Strip: true})
 	if err != nil || strings.Join(lr.Lines, "|") != "red|line2" || lr.Offset != 1 || lr.TotalLines != 2 {
 		t.Fatalf("Log = %+v %v", lr, err)
@@ -568,9 +560,9 @@ func TestLog(t *testing.T) {
 		t.Fatalf("unstripped: %q", lr.Lines[0])
 	}
 	for i := range 20 {
-		fp.write(fmt.Sprintf("n%02d\n", i))
+		fp.WriteOutput(fmt.Sprintf("n%02d\n", i))
 	}
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctx, in.ID, 0)
 	lr, _ = f.r.Log(ctx, in.ID, LogOptions{Limit: 3})
 	if strings.Join(lr.Lines, "|") != "n17|n18|n19" || lr.OmittedBytes == 0 {
@@ -587,25 +579,25 @@ func TestLog(t *testing.T) {
 
 func TestRunCompletes(t *testing.T) {
 	f := newFixture(t, nil)
-	f.env.onStart = func(p *fakeProc) {
+	f.onStart(func(p *envtest.FakeProcess) {
 		go func() {
-			p.write("out\n")
-			p.exit(env.Exited(0))
+			p.WriteOutput("out\n")
+			p.Exit(env.Exited(0))
 		}()
-	}
+	})
 	var live bytes.Buffer
 	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, Output: &live})
 	if err != nil || res.State != StateExited || string(res.Output) != "out\n" || live.String() != "out\n" || res.Yielded {
 		t.Fatalf("Run = %+v %v (live %q)", res, err, live.String())
 	}
-	if f.env.last().spec.Detach {
+	if f.env.Last().Spec().Detach {
 		t.Fatal("a foreground Run was detached")
 	}
 }
 
 func TestRunTimeout(t *testing.T) {
 	f := newFixture(t, nil)
-	f.env.onStart = func(p *fakeProc) { p.write("partial") }
+	f.onStart(func(p *envtest.FakeProcess) { p.WriteOutput("partial") })
 	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, Timeout: 20 * time.Millisecond})
 	if err != nil || res.State != StateTimedOut || res.TimedOut != TimedOutTimeout || string(res.Output) != "partial" ||
 		res.Status == nil || res.Status.Signal != env.SIGTERM {
@@ -619,11 +611,11 @@ func TestRunIdleTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(stop)
-	f.env.onStart = func(p *fakeProc) {
+	f.onStart(func(p *envtest.FakeProcess) {
 		wg.Go(func() {
 			// Output for a while, then silence.
 			for i := range 5 {
-				p.write(fmt.Sprintf("tick %d\n", i))
+				p.WriteOutput(fmt.Sprintf("tick %d\n", i))
 				select {
 				case <-stop:
 					return
@@ -631,7 +623,7 @@ func TestRunIdleTimeout(t *testing.T) {
 				}
 			}
 		})
-	}
+	})
 	res, err := f.r.Run(ctxT(t), RunOptions{StartOptions: StartOptions{Command: "x"}, IdleTimeout: 100 * time.Millisecond, Timeout: generous})
 	if err != nil || res.State != StateTimedOut || res.TimedOut != TimedOutIdle {
 		t.Fatalf("Run = %+v %v", res, err)
@@ -648,11 +640,11 @@ func TestRunYield(t *testing.T) {
 	if err != nil || !res.Yielded || res.State != StateRunning || !ValidID(res.ID) {
 		t.Fatalf("Run = %+v %v", res, err)
 	}
-	fp := f.env.last()
-	if !fp.spec.Detach {
+	fp := f.env.Last()
+	if !fp.Spec().Detach {
 		t.Fatal("a yielding Run was not started like Start (detached)")
 	}
-	fp.write("after yield")
+	fp.WriteOutput("after yield")
 	got, err := f.r.Wait(ctxT(t), res.ID, 50*time.Millisecond)
 	if !errors.Is(err, ErrWaitTimeout) || got.State != StateRunning {
 		t.Fatalf("the Timeout applied after yielding: %+v %v", got, err)
@@ -660,7 +652,7 @@ func TestRunYield(t *testing.T) {
 	if live.Len() != 0 {
 		t.Fatalf("live output written after Run returned: %q", live.String())
 	}
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	if got, _ := f.r.Wait(ctxT(t), res.ID, 0); got.State != StateExited {
 		t.Fatalf("%+v", got)
 	}
@@ -669,12 +661,12 @@ func TestRunYield(t *testing.T) {
 func TestRunContextCancelKills(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.env.onStart = func(p *fakeProc) { go cancel() }
+	f.onStart(func(*envtest.FakeProcess) { go cancel() })
 	res, err := f.r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "x"}})
 	if !errors.Is(err, context.Canceled) || res.State != StateKilled {
 		t.Fatalf("Run = %+v %v", res, err)
 	}
-	if s := f.env.last().sent(); len(s) == 0 || s[0] != env.SIGTERM {
+	if s := f.env.Last().Signals(); len(s) == 0 || s[0] != env.SIGTERM {
 		t.Fatalf("signals %v", s)
 	}
 }
@@ -686,17 +678,15 @@ func TestSubscriptionSkipsSeenCompletion(t *testing.T) {
 	ctx := ctxT(t)
 	seen, fp1 := f.start(StartOptions{})
 	unseen, fp2 := f.start(StartOptions{Notify: true})
-	fp1.exit(env.Exited(0))
+	fp1.Exit(env.Exited(0))
 	if _, err := f.r.Wait(ctx, seen.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	fp2.exit(env.Exited(1))
+	fp2.Exit(env.Exited(1))
 	var got []string
 	for len(got) < 3 {
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got = append(got, string(ev.Type)+":"+ev.ID)
 		if ev.Type == EventExited && (!ev.Notify || ev.Status == nil || ev.Status.Code != 1 || ev.State != StateExited) {
 			t.Fatalf("exited event %+v", ev)
@@ -731,9 +721,7 @@ func TestSubscriptionClose(t *testing.T) {
 	done := make(chan error)
 	go func() { _, err := sub.Next(context.Background()); done <- err }()
 	f.r.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
-		t.Fatalf("Next after Close: %v", err)
-	}
+	require.ErrorIs(t, <-done, ErrClosed, "Next after Close")
 	if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
@@ -745,10 +733,8 @@ func TestSubscriptionClose(t *testing.T) {
 func TestCloseClosesEnvironments(t *testing.T) {
 	f := newFixture(t, nil)
 	_, fp := f.start(StartOptions{PTY: &env.WindowSize{Rows: 1, Cols: 1}}) // not detached
-	if err := f.r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !f.env.closed || !fp.isExited() {
+	require.NoError(t, f.r.Close())
+	if !f.env.Closed() || !isClosed(fp.Exited()) {
 		t.Fatal("Close did not close the environment")
 	}
 }
@@ -766,9 +752,7 @@ func TestOpenOncePerTarget(t *testing.T) {
 		}
 		return fe, nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	var wg sync.WaitGroup
 	for range 10 {
@@ -788,24 +772,17 @@ func TestOpenOncePerTarget(t *testing.T) {
 func TestInfoJSONRoundTrip(t *testing.T) {
 	f := newFixture(t, nil)
 	in, fp := f.start(StartOptions{Labels: map[string]string{"k": "v"}})
-	fp.write("x")
-	fp.exit(env.Signaled(env.SIGTERM))
-	if _, err := f.r.Wait(ctxT(t), in.ID, 0); err != nil {
-		t.Fatal(err)
-	}
+	fp.WriteOutput("x")
+	fp.Exit(env.Signaled(env.SIGTERM))
+	_, err := f.r.Wait(ctxT(t), in.ID, 0)
+	require.NoError(t, err)
 	list := f.r.List(ListOptions{All: true, WithRef: true})
-	if len(list) != 1 {
-		t.Fatalf("List: %+v", list)
-	}
+	require.Len(t, list, 1)
 	got := list[0]
 	b, err := json.Marshal(got)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var back Info
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &back))
 	b2, _ := json.Marshal(back)
 	if string(b) != string(b2) || back.Ref == nil || back.Status == nil || back.Status.Signal != env.SIGTERM ||
 		back.Labels["k"] != "v" || !back.EndedAt.Equal(got.EndedAt) {
@@ -816,8 +793,8 @@ func TestInfoJSONRoundTrip(t *testing.T) {
 func TestPollCursorFellOut(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.BufferSize = 32; c.HeadSize = 8 })
 	in, fp := f.start(StartOptions{})
-	fp.write(strings.Repeat("a", 8) + strings.Repeat("b", 40) + strings.Repeat("c", 24))
-	fp.exit(env.Exited(0))
+	fp.WriteOutput(strings.Repeat("a", 8) + strings.Repeat("b", 40) + strings.Repeat("c", 24))
+	fp.Exit(env.Exited(0))
 	f.r.Wait(ctxT(t), in.ID, 0)
 	pr, err := f.r.Poll(ctxT(t), in.ID, 10)
 	if err != nil || pr.OmittedBytes != 38 || pr.OmittedAt != 0 || string(pr.Output) != strings.Repeat("c", 24) || pr.Next != 72 {

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 )
 
 func TestWatcherLinesAndStripping(t *testing.T) {
 	w, err := newWatcher([]string{"ERROR"}, []string{`^done in \d+s$`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	now := time.Unix(0, 0)
 	clock := func() time.Time { now = now.Add(time.Minute); return now } // every match in a new window
 	var hits []watchHit
@@ -83,9 +83,7 @@ func TestWatchEvents(t *testing.T) {
 	next := func() Event {
 		t.Helper()
 		ev, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return ev
 	}
 	if ev := next(); ev.Type != EventStarted {
@@ -93,9 +91,10 @@ func TestWatchEvents(t *testing.T) {
 	}
 	written := int64(0)
 	emit := func(s string) {
-		fp.write(s)
+		fp.WriteOutput(s)
 		written += int64(len(s))
-		eventually(t, "ingest", func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written })
+		require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written },
+			generous, poll, "waiting for the registry to ingest %d bytes", written)
 	}
 	for window := range 3 {
 		emit("test FAIL one\n")
@@ -115,7 +114,7 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal("Info.WatchDisabled not set")
 	}
 	emit("FAIL again\n")
-	fp.exit(env.Exited(0))
+	fp.Exit(env.Exited(0))
 	ev := next()
 	if ev.Type != EventExited || !ev.Notify {
 		t.Fatalf("completion after disabling: %+v", ev)

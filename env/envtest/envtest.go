@@ -46,6 +46,13 @@
 // reason, only when the Environment's Capabilities say the feature is
 // absent (or Config.PTY is false for the PTY variants); nothing is skipped
 // silently.
+//
+// # A fake for the other side
+//
+// [Fake] is the opposite of the suite: a scripted Environment that runs
+// nothing, for unit tests of code that drives an Environment (the
+// registry, the plugin SDK's server, a plugin's glue) where the test must
+// decide what a process writes and how it ends.
 package envtest
 
 import (

@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/procstat"
 )
@@ -78,23 +81,17 @@ func readAll(t *testing.T, p env.Process, offset int64) string {
 func wait(t *testing.T, p env.Process) env.ExitStatus {
 	t.Helper()
 	st, err := p.Wait(testCtx(t))
-	if err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
+	require.NoError(t, err, "Wait")
 	return st
 }
 
 // eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// condWait bounds a wait for a condition (require.Eventually), which is
+// looked at again every condPoll.
+const (
+	condWait = 30 * time.Second
+	condPoll = 20 * time.Millisecond
+)
 
 func TestCapabilities(t *testing.T) {
 	mechanisms(t, func(t *testing.T, disableCgroup bool) {
@@ -136,10 +133,10 @@ func TestCgroupPerProcess(t *testing.T) {
 		t.Fatalf("cgroup of the command = %q, want one under %s", out, e.sys.cgroupRel)
 	}
 	dir := filepath.Join(e.sys.cgroupRoot, m[1])
-	eventually(t, "cgroup "+dir+" removed", func() bool {
+	require.Eventually(t, func() bool {
 		_, err := os.Stat(dir)
 		return errors.Is(err, os.ErrNotExist)
-	})
+	}, condWait, condPoll, "waiting for cgroup %s to be removed", dir)
 }
 
 func TestSecretFiltering(t *testing.T) {
@@ -151,9 +148,7 @@ func TestSecretFiltering(t *testing.T) {
 		},
 		AllowEnv: []string{"ALLOWED_TOKEN"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	for _, spec := range []env.Spec{
 		{Command: "env", Env: []string{"BAR_SECRET=explicit_ok", shimEnvVar + "=1:/tmp"}},
@@ -192,33 +187,23 @@ func TestIdentityCheck(t *testing.T) {
 		// The stranger leads its own group, so a kill(-pgid) would hit it.
 		victim := exec.Command("sleep", marker())
 		victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, victim.Start())
 		t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
 		st, err := procstat.Read(victim.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		id := newID()
 		dir := filepath.Join(stateDir, id)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Mkdir(dir, 0o700))
 		forged := shimState{PID: victim.Process.Pid, StartTime: st.StartTime + 1, ShimPID: victim.Process.Pid, ShimStart: st.StartTime + 1}
 		if disableCgroup {
 			forged.Tag = treeTagPrefix + id
 		} else {
 			forged.Cgroup = filepath.Join(e.sys.cgroupRel, id)
 		}
-		if err := writeJSONAtomic(filepath.Join(dir, fileState), forged); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, writeJSONAtomic(filepath.Join(dir, fileState), forged))
 		data, _ := json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: forged.StartTime})
 		p, err := e.Attach(testCtx(t), env.Ref{Env: "local", PID: forged.PID, Data: data})
-		if err != nil {
-			t.Fatalf("Attach: %v", err)
-		}
+		require.NoError(t, err, "Attach")
 		for _, sig := range []env.Signal{env.SIGKILL, env.SIGTERM} {
 			if err := p.Signal(testCtx(t), sig); !errors.Is(err, env.ErrExited) {
 				t.Errorf("Signal(%s) on a reused PID = %v, want ErrExited", sig, err)
@@ -231,9 +216,7 @@ func TestIdentityCheck(t *testing.T) {
 			t.Errorf("Remove of a dead process's state: %v", err)
 		}
 		// Had KILL or TERM reached it, it would not end by our INT now.
-		if err := victim.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatalf("the stranger is gone: %v", err)
-		}
+		require.NoError(t, victim.Process.Signal(syscall.SIGINT), "the stranger is gone")
 		err = victim.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
@@ -242,13 +225,9 @@ func TestIdentityCheck(t *testing.T) {
 
 		// A Ref whose start time disagrees with the recorded state is
 		// refused outright.
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Mkdir(dir, 0o700))
 		forged.StartTime = st.StartTime
-		if err := writeJSONAtomic(filepath.Join(dir, fileState), forged); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, writeJSONAtomic(filepath.Join(dir, fileState), forged))
 		data, _ = json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: st.StartTime + 7})
 		if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
 			t.Errorf("Attach with a wrong start time = %v, want ErrNotFound", err)
@@ -285,9 +264,7 @@ func TestAttachValidatesRef(t *testing.T) {
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -311,16 +288,12 @@ func TestReattachAfterSupervisorKilled(t *testing.T) {
 				e := newTestEnvIn(t, stateDir, disableCgroup)
 				defer e.Close()
 				p, err := e.Attach(testCtx(t), ref)
-				if err != nil {
-					t.Fatalf("Attach: %v", err)
-				}
+				require.NoError(t, err, "Attach")
 				defer p.Release()
 				if _, err := p.Write(testCtx(t), []byte("hello\n")); err != nil {
 					t.Fatalf("Write: %v", err)
 				}
-				if err := p.CloseStdin(testCtx(t)); err != nil {
-					t.Fatalf("CloseStdin: %v", err)
-				}
+				require.NoError(t, p.CloseStdin(testCtx(t)), "CloseStdin")
 				if got := readAll(t, p, 0); got != "start\ngot hello\n" {
 					t.Errorf("output = %q", got)
 				}
@@ -336,9 +309,7 @@ func TestReattachAfterSupervisorKilled(t *testing.T) {
 				if _, err := p.Write(testCtx(t), []byte("x")); !errors.Is(err, env.ErrStdinClosed) {
 					t.Errorf("Write after CloseStdin = %v, want ErrStdinClosed", err)
 				}
-				if err := p.Remove(testCtx(t)); err != nil {
-					t.Fatalf("Remove: %v", err)
-				}
+				require.NoError(t, p.Remove(testCtx(t)), "Remove")
 				if _, err := e.Attach(testCtx(t), ref); !errors.Is(err, env.ErrNotFound) {
 					t.Errorf("Attach after Remove = %v, want ErrNotFound", err)
 				}
@@ -358,21 +329,15 @@ func runHelper(t *testing.T, stateDir string, disableCgroup bool, command string
 	}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("helper printed no ref: %v", err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -394,9 +359,7 @@ func TestKillRacingExit(t *testing.T) {
 		defer e.Close()
 		for i := range 100 {
 			p, err := e.Start(testCtx(t), env.Spec{Command: "exit 7"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			sigErr := p.Signal(testCtx(t), env.SIGKILL)
 			if sigErr != nil && !errors.Is(sigErr, env.ErrExited) {
 				t.Fatalf("round %d: Signal = %v", i, sigErr)
@@ -438,10 +401,12 @@ func TestGrandchildHoldsOutput(t *testing.T) {
 			if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
 				t.Errorf("Signal after exit = %v, want ErrExited", err)
 			}
-			eventually(t, "grandchild killed", func() bool {
-				surv, err := p.Survivors(testCtx(t))
-				return err == nil && len(surv) == 0
-			})
+			ctx := testCtx(t)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				surv, err := p.Survivors(ctx)
+				require.NoError(c, err)
+				assert.Empty(c, surv)
+			}, condWait, condPoll, "waiting for Survivors to show the grandchild killed")
 		}
 	})
 }
@@ -469,9 +434,7 @@ func TestDetachedRules(t *testing.T) {
 	// Signal only once the shell has written: a TERM before the echo
 	// would leave no output to replay.
 	r, err := p.Output(testCtx(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
 		t.Fatalf("first output %q, %v", b, err)
 	}
@@ -482,9 +445,7 @@ func TestDetachedRules(t *testing.T) {
 	if err := p.Resize(testCtx(t), env.WindowSize{Rows: 2, Cols: 2}); !errors.Is(err, env.ErrUnsupported) {
 		t.Errorf("Resize = %v, want ErrUnsupported", err)
 	}
-	if err := p.Signal(testCtx(t), env.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Signal(testCtx(t), env.SIGTERM))
 	if st := wait(t, p); st != env.Signaled(env.SIGTERM) {
 		t.Errorf("status %v", st)
 	}
@@ -494,18 +455,14 @@ func TestDetachedRules(t *testing.T) {
 			t.Errorf("output from 1 = %q", got)
 		}
 	}
-	if err := p.Remove(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Remove(testCtx(t)))
 	if err := p.Release(); err != nil {
 		t.Errorf("Release after Remove: %v", err)
 	}
 	if _, err := p.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
 		t.Errorf("Wait after Remove = %v, want ErrReleased", err)
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.Close())
 	if _, err := e.Start(testCtx(t), env.Spec{Command: "true"}); !errors.Is(err, env.ErrReleased) {
 		t.Errorf("Start after Close = %v, want ErrReleased", err)
 	}
@@ -518,21 +475,13 @@ func TestCloseKeepsDetached(t *testing.T) {
 		stateDir := t.TempDir()
 		e := newTestEnvIn(t, stateDir, disableCgroup)
 		plain, err := e.Start(testCtx(t), env.Spec{Command: "sleep " + marker() + " & sleep " + marker()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		det, err := e.Start(testCtx(t), env.Spec{Command: "read x; echo $x", Detach: true, Stdin: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ref, err := det.Ref()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pt := plain.(*child).tree
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.Close())
 		if _, err := plain.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
 			t.Errorf("Wait after Close = %v, want ErrReleased", err)
 		}
@@ -542,9 +491,7 @@ func TestCloseKeepsDetached(t *testing.T) {
 		e2 := newTestEnvIn(t, stateDir, disableCgroup)
 		defer e2.Close()
 		p, err := e2.Attach(testCtx(t), ref)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer p.Release()
 		if _, err := p.Write(testCtx(t), []byte("still-here\n")); err != nil {
 			t.Fatal(err)
@@ -601,30 +548,28 @@ func TestAttachAcrossMechanisms(t *testing.T) {
 		e1 := newTestEnvIn(t, stateDir, startNoCgroup)
 		p1 := start(t, e1, env.Spec{Command: "setsid sleep " + marker() + " & exec sleep " + marker(), Detach: true})
 		ref, err := p1.Ref()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_ = e1.Close()
 		e2 := newTestEnvIn(t, stateDir, !startNoCgroup)
 		defer e2.Close()
 		p, err := e2.Attach(testCtx(t), ref)
-		if err != nil {
-			t.Fatalf("Attach: %v", err)
-		}
-		eventually(t, "two processes in the tree", func() bool {
-			surv, err := p.Survivors(testCtx(t))
-			return err == nil && len(surv) == 2
-		})
-		if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Attach")
+		ctx := testCtx(t)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			surv, err := p.Survivors(ctx)
+			require.NoError(c, err)
+			assert.Len(c, surv, 2)
+		}, condWait, condPoll, "waiting for Survivors to show two processes in the tree")
+		require.NoError(t, p.Signal(testCtx(t), env.SIGKILL))
 		if st := wait(t, p); st != env.Signaled(env.SIGKILL) {
 			t.Errorf("status %v", st)
 		}
-		eventually(t, "tree gone", func() bool {
-			surv, err := p.Survivors(testCtx(t))
-			return err == nil && len(surv) == 0
-		})
+		ctx = testCtx(t)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			surv, err := p.Survivors(ctx)
+			require.NoError(c, err)
+			assert.Empty(c, surv)
+		}, condWait, condPoll, "waiting for Survivors to show the tree gone")
 		_ = p.Release()
 	}
 }
@@ -637,16 +582,12 @@ func TestShimLost(t *testing.T) {
 	p := start(t, e, env.Spec{Command: "echo up; exec sleep " + marker(), Detach: true})
 	d := p.(*detached)
 	r, err := p.Output(testCtx(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
 		t.Fatalf("first output %q, %v", b, err)
 	}
 	_ = r.Close()
-	if err := syscall.Kill(d.st.ShimPID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(d.st.ShimPID, syscall.SIGKILL))
 	if _, err := p.Wait(testCtx(t)); err == nil || !strings.Contains(err.Error(), "shim") {
 		t.Errorf("Wait after the shim died = %v, want an error naming the shim", err)
 	}
@@ -656,10 +597,12 @@ func TestShimLost(t *testing.T) {
 	if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
 		t.Errorf("Signal: %v", err)
 	}
-	eventually(t, "tree gone", func() bool {
-		surv, err := p.Survivors(testCtx(t))
-		return err == nil && len(surv) == 0
-	})
+	ctx := testCtx(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		surv, err := p.Survivors(ctx)
+		require.NoError(c, err)
+		assert.Empty(c, surv)
+	}, condWait, condPoll, "waiting for Survivors to show the tree gone")
 }
 
 // TestCloseKillsReleased: a non-detached process whose handle was
@@ -667,16 +610,10 @@ func TestShimLost(t *testing.T) {
 func TestCloseKillsReleased(t *testing.T) {
 	e := newTestEnv(t, false)
 	p, err := e.Start(testCtx(t), env.Spec{Command: "sleep " + marker()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := p.(*child)
-	if err := p.Release(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release())
+	require.NoError(t, e.Close())
 	select {
 	case <-c.done:
 	default:

@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestPumpLateReaderKeepsOutput: a pump that first reads after the grace
@@ -16,18 +18,14 @@ import (
 // the write end open.
 func TestPumpLateReaderKeepsOutput(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer w.Close()
 	if _, err := w.WriteString("written before exit\n"); err != nil {
 		t.Fatal(err)
 	}
 	p := newOutPump(r, false)
 	p.processExited()
-	if err := r.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(-time.Second)))
 	go p.run()
 	s := p.open(context.Background(), 0)
 	got, err := io.ReadAll(s)
@@ -42,9 +40,7 @@ func TestPumpLateReaderKeepsOutput(t *testing.T) {
 // maxPending bytes; a late reader still gets everything, in order.
 func TestPumpBackpressure(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := newOutPump(r, false)
 	go p.run()
 	const total = 4 * maxPending
@@ -58,11 +54,11 @@ func TestPumpBackpressure(t *testing.T) {
 	}()
 	// Wait until the pump stops reading: the buffer is full and the pipe
 	// cannot take the rest.
-	eventuallyTB(t, func() bool {
+	require.Eventually(t, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.w-p.r >= maxPending
-	})
+	}, 30*time.Second, 5*time.Millisecond, "waiting for the pump to stop reading at its bound")
 	p.mu.Lock()
 	if p.w-p.r > maxPending {
 		t.Errorf("pump buffered %d bytes without a reader, bound is %d", p.w-p.r, maxPending)
@@ -78,16 +74,5 @@ func TestPumpBackpressure(t *testing.T) {
 		if b != byte(i%251) {
 			t.Fatalf("byte %d = %d, want %d", i, b, i%251)
 		}
-	}
-}
-
-func eventuallyTB(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

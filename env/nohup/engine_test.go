@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
@@ -41,9 +44,7 @@ func TestOutputBytesOnTheWire(t *testing.T) {
 		t.Fatalf("Wait = %v, %v", st, err)
 	}
 	r, err := p.Output(testCtx(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n, err := io.Copy(io.Discard, r)
 	r.Close()
 	if err != nil || n != size {
@@ -65,9 +66,7 @@ func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
 		var got []byte
 		for {
 			r, err := p.Output(testCtx(t), int64(len(got)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			buf := make([]byte, 777)
 			n, err := r.Read(buf)
 			r.Close()
@@ -75,9 +74,7 @@ func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 		}
 		var want bytes.Buffer
 		for i := range 3000 {
@@ -99,12 +96,8 @@ func TestStdin(t *testing.T) {
 				t.Fatalf("Write(%q) = %d, %v", s, n, err)
 			}
 		}
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatalf("second CloseStdin: %v", err)
-		}
+		require.NoError(t, p.CloseStdin(ctx))
+		require.NoError(t, p.CloseStdin(ctx), "second CloseStdin")
 		if _, err := p.Write(ctx, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
 			t.Fatalf("Write after CloseStdin = %v, want ErrStdinClosed", err)
 		}
@@ -137,43 +130,29 @@ func TestSignalReachesEscapees(t *testing.T) {
 		cmd := fmt.Sprintf("setsid sleep %s & (sleep %s &) ; sleep %s", m1, m2, m3)
 		p := start(t, e, env.Spec{Command: cmd})
 		var pids []int
-		for {
-			var err error
+		var err error
+		require.Eventually(t, func() bool {
 			pids, err = p.Survivors(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if markersAlive(t, m1, m2, m3) == 3 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("tree never started")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err != nil || markersAlive(t, m1, m2, m3) == 3
+		}, testTimeout, 20*time.Millisecond, "waiting for the tree to start")
+		require.NoError(t, err, "Survivors")
 		if len(pids) < 4 { // sh (or sleep m3 after exec) + 3 sleeps at least
 			t.Logf("survivors before kill: %v", pids)
 		}
-		if err := p.Signal(ctx, env.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		st, err := p.Wait(ctx)
 		if err != nil || st.Signal != env.SIGTERM {
 			t.Fatalf("Wait = %v, %v; want killed by TERM", st, err)
 		}
-		for {
-			left, err := p.Survivors(ctx)
-			if err != nil {
-				t.Fatal(err)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var left []int
+			if left, err = p.Survivors(ctx); err != nil {
+				return // fails below, at once
 			}
-			if len(left) == 0 && markersAlive(t, m1, m2, m3) == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("survivors %v remain", left)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			assert.Empty(c, left, "Survivors")
+			assert.Zero(c, markersAlive(t, m1, m2, m3), "marked processes alive")
+		}, testTimeout, 20*time.Millisecond, "waiting for the tree to be gone")
+		require.NoError(t, err, "Survivors")
 		if err := p.Signal(ctx, env.SIGTERM); !errors.Is(err, env.ErrExited) {
 			t.Fatalf("Signal after exit = %v, want ErrExited", err)
 		}
@@ -220,14 +199,10 @@ func TestSpecErrors(t *testing.T) {
 	}
 	// A relative Dir that looks like an option or "-" is a directory name.
 	wd := t.TempDir()
-	if err := os.Mkdir(filepath.Join(wd, "-"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(wd, "-"), 0o755))
 	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
 	e2, err := nohup.New(&dirTransport{Local: tr, dir: wd}, nohup.Options{BaseDir: t.TempDir() + "/s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e2.Close()
 	p := start(t, e2, env.Spec{Command: "pwd", Dir: "-"})
 	if got := string(readAll(t, p, 0)); got != wd+"/-\n" {
@@ -256,18 +231,12 @@ func TestReattachAndRemove(t *testing.T) {
 		base := t.TempDir() + "/state"
 		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
 		e1, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ctx := testCtx(t)
 		p, err := e1.Start(ctx, env.Spec{Command: "echo one; read x; echo two; exit 5", Stdin: true, Detach: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ref, err := p.Ref()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if err := p.Remove(ctx); err == nil {
 			t.Fatal("Remove of a running process succeeded")
 		}
@@ -277,14 +246,10 @@ func TestReattachAndRemove(t *testing.T) {
 		}
 
 		e2, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer e2.Close()
 		q, err := e2.Attach(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := q.Write(ctx, []byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -294,18 +259,14 @@ func TestReattachAndRemove(t *testing.T) {
 		if got := string(readAll(t, q, 4)); got != "two\n" {
 			t.Fatalf("output from offset 4 = %q", got)
 		}
-		if err := q.Remove(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, q.Remove(ctx))
 		if _, err := e2.Attach(ctx, ref); !errors.Is(err, env.ErrNotFound) {
 			t.Fatalf("Attach after Remove = %v, want ErrNotFound", err)
 		}
 
 		// Hostile ref data is rejected before anything runs.
 		var data map[string]any
-		if err := json.Unmarshal(ref.Data, &data); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(ref.Data, &data))
 		for _, bad := range []map[string]any{
 			{"dir": "/etc"}, {"dir": base + "/../x"}, {"dir": base + "/$(touch x)"}, {"tag": "'; rm -rf /"},
 			{"pid": -1}, {"v": 2}, {"extra": 1},
@@ -343,52 +304,33 @@ func TestLostWrapper(t *testing.T) {
 	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
 		t.Fatalf("ref data %s: %v", ref.Data, err)
 	}
-	if err := exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run())
 	_, err := p.Wait(ctx)
 	if !errors.Is(err, env.ErrNotFound) || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
 	}
 	// The stopped parent was resumed: it reaps the command once killed,
 	// and nothing of the tree is left stopped or running.
-	if err := p.Signal(ctx, env.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for markersAlive(t, m) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("killed command still alive")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "parent"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _, _ := strings.Cut(string(b), " ")
+	require.NoError(t, p.Signal(ctx, env.SIGKILL))
+	require.Eventually(t, func() bool { return markersAlive(t, m) == 0 },
+		testTimeout, 20*time.Millisecond, "waiting for the killed command to end")
+	b, err := os.ReadFile(filepath.Join(dirOf(t, p), "parent"))
+	require.NoError(t, err)
+	pid, _, _ := strings.Cut(string(b), " ")
+	require.Eventually(t, func() bool {
 		if _, err := os.Stat("/proc/" + pid + "/cmdline"); err != nil {
-			break
+			return true
 		}
-		if st, _ := os.ReadFile("/proc/" + pid + "/stat"); bytes.Contains(st, []byte(") Z")) {
-			break // gone, waiting for PID 1 to reap it
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("parent %s still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		st, _ := os.ReadFile("/proc/" + pid + "/stat")
+		return bytes.Contains(st, []byte(") Z")) // gone, waiting for PID 1 to reap it
+	}, testTimeout, 20*time.Millisecond, "waiting for the parent %s to end", pid)
 }
 
 func dirOf(t *testing.T, p env.Process) string {
 	ref, err := p.Ref()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rd struct{ Dir string }
-	if err := json.Unmarshal(ref.Data, &rd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(ref.Data, &rd))
 	return rd.Dir
 }
 
@@ -453,15 +395,11 @@ func TestStartFailingAfterItsOkLine(t *testing.T) {
 		t.Run(map[bool]string{false: "exit_2", true: "connection_lost"}[lost], func(t *testing.T) {
 			ct := &cutTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}, lost: lost}
 			e, err := nohup.New(ct, nohup.Options{BaseDir: t.TempDir() + "/s"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer e.Close()
 			ctx := testCtx(t)
 			p, err := e.Start(ctx, env.Spec{Command: "echo hello; exit 4"})
-			if err != nil {
-				t.Fatalf("Start after the launcher reported the command: %v", err)
-			}
+			require.NoError(t, err, "Start after the launcher reported the command")
 			defer p.Release()
 			if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
 				t.Fatalf("Wait = %v, %v; want exit 4", st, err)
@@ -476,9 +414,7 @@ func TestStartFailingAfterItsOkLine(t *testing.T) {
 func TestTransportErrors(t *testing.T) {
 	ft := &flakyTransport{Local: &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}}
 	e, err := nohup.New(ft, nohup.Options{BaseDir: t.TempDir() + "/s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	ctx := testCtx(t)
 	var p env.Process
@@ -527,13 +463,9 @@ func TestSweep(t *testing.T) {
 	var rd struct{ Dir string }
 	_ = json.Unmarshal(ref.Data, &rd)
 	old := time.Now().Add(-3 * time.Hour)
-	if err := os.Chtimes(rd.Dir+"/exit", old, old); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chtimes(rd.Dir+"/exit", old, old))
 	keep := base + "/not-a-state-dir"
-	if err := os.Mkdir(keep, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(keep, 0o700))
 	_ = os.WriteFile(keep+"/exit", nil, 0o600)
 	_ = os.Chtimes(keep+"/exit", old, old)
 
@@ -591,20 +523,12 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "holder"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pid, _, _ := strings.Cut(string(b), " ")
-		for {
+		require.Eventually(t, func() bool {
 			st, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil || bytes.Contains(st, []byte(") Z")) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("stdin holder %s outlived the command", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err != nil || bytes.Contains(st, []byte(") Z"))
+		}, testTimeout, 20*time.Millisecond, "waiting for the stdin holder %s to end with the command", pid)
 	})
 }
 
@@ -612,9 +536,7 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 // sandbox as /tmp/.corral-$UID, private to the user.
 func TestDefaultBaseDir(t *testing.T) {
 	e, err := nohup.New(&nohuptest.Local{}, nohup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	ctx := testCtx(t)
 	p := start(t, e, env.Spec{Command: "true"})
@@ -630,9 +552,7 @@ func TestDefaultBaseDir(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("state dir mode: %v, %v; want 0700", fi, err)
 	}
-	if err := p.Remove(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Remove(ctx))
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Remove left %s: %v", dir, err)
 	}
@@ -648,8 +568,9 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 	m, secret := marker(), "s3cret-"+marker()
 	p := start(t, e, env.Spec{Command: "sleep " + m, Env: []string{"API_TOKEN=" + secret}})
 	var holders []string
-	for {
-		holders = holders[:0]
+	machinery := false
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		holders = nil
 		ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, f := range ents {
 			b, err := os.ReadFile(f)
@@ -657,31 +578,24 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 				continue
 			}
 			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("%s holds the env value: %q", f, b)
+				t.Errorf("%s holds the env value: %q", f, b) // Errorf: safe off the test goroutine
 			}
 			if bytes.Contains(b, []byte(m)) {
 				holders = append(holders, fmt.Sprintf("%s=%q", f, b))
 			}
 		}
-		machinery, running := false, false
+		running := false
 		for _, h := range holders {
 			machinery = machinery || strings.Contains(h, "corral")
 			running = running || strings.Contains(h, `"sleep\x00`+m)
 		}
 		if machinery {
-			t.Fatalf("the wrapper's argv holds the command: %v", holders)
+			return // fails below, at once
 		}
-		if running {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("command never seen running: %v", holders)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := p.Signal(ctx, env.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+		assert.True(c, running, "command seen running; argv holding its marker: %v", holders)
+	}, testTimeout, 20*time.Millisecond, "waiting for the command to run")
+	require.False(t, machinery, "the wrapper's argv holds the command: %v", holders)
+	require.NoError(t, p.Signal(ctx, env.SIGKILL))
 }
 
 // BenchmarkForegroundTrue runs `true` in the foreground (Start, Output

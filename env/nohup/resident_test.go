@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
@@ -25,9 +28,7 @@ import (
 func startResident(t *testing.T, sh nohuptest.Shell, lib string) *nohup.Resident {
 	t.Helper()
 	r, err := nohuptest.StartResident(sh.Path, sh.Env, lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
@@ -143,7 +144,8 @@ func TestResidentPool(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 })
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 },
+		testTimeout, 5*time.Millisecond, "waiting for the two long calls to start two residents")
 	// Each New follows its live count: both slots are taken now, and
 	// neither call can end before release.
 	if _, err := pool.Call(ctx, "", "true", "", nil, nil); !errors.Is(err, nohup.ErrNoResident) {
@@ -189,17 +191,6 @@ func fifo(t *testing.T, release chan struct{}) string {
 	return p
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestArmedSpares runs a series of starts through resident shells: from
 // the third on, each must run in a spare armed after an earlier reply (its
 // directory holds the armed report), with stdin, environment, working
@@ -213,9 +204,7 @@ func TestArmedSpares(t *testing.T) {
 		t.Cleanup(func() { _ = tr.Close() })
 		base := t.TempDir() + "/state"
 		e, err := nohup.New(tr, nohup.Options{Name: "armed-" + sh.Name, BaseDir: base, Shell: sh.Path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ctx := testCtx(t)
 		wd := t.TempDir()
 		armedDir := func(p env.Process) bool {
@@ -223,18 +212,16 @@ func TestArmedSpares(t *testing.T) {
 			var rd struct {
 				Dir string `json:"dir"`
 			}
-			if err := json.Unmarshal(ref.Data, &rd); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, json.Unmarshal(ref.Data, &rd))
 			_, err := os.Stat(rd.Dir + "/armed")
 			return err == nil
 		}
 		// waitArmed waits until the two spares armed after the last reply
 		// are ready, so that a kill finds all their processes.
 		waitArmed := func() []string {
-			deadline := time.Now().Add(testTimeout)
-			for {
-				var ready []string
+			var ready []string
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				ready = nil
 				dirs, _ := filepath.Glob(base + "/*")
 				for _, d := range dirs {
 					if _, err := os.Stat(d + "/spec"); err == nil {
@@ -244,14 +231,9 @@ func TestArmedSpares(t *testing.T) {
 						ready = append(ready, d)
 					}
 				}
-				if len(ready) == 2 {
-					return ready
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the spares were never armed: %d of 2 ready", len(ready))
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				assert.Len(c, ready, 2, "armed spares ready")
+			}, testTimeout, 5*time.Millisecond, "waiting for the spares to be armed")
+			return ready
 		}
 		for i := range 8 {
 			p := start(t, e, env.Spec{Command: `read x; echo "$x $V $(pwd)"; exit 7`, Stdin: true, Env: []string{"V=v" + strconv.Itoa(i)}, Dir: wd})
@@ -278,9 +260,7 @@ func TestArmedSpares(t *testing.T) {
 					if _, serr := fmt.Sscan(string(b), &pid, &since); err != nil || serr != nil || pid <= 0 {
 						t.Fatalf("spare %s: parent file %q, %v", d, b, err)
 					}
-					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 				}
 			case 4:
 				// Kill every waiting spare's processes.
@@ -293,26 +273,15 @@ func TestArmedSpares(t *testing.T) {
 		}
 		// The signalled path through an armed spare.
 		p := start(t, e, env.Spec{Command: "sleep 300"})
-		if err := p.Signal(ctx, env.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		if st, err := p.Wait(ctx); err != nil || st != env.Signaled(env.SIGTERM) {
 			t.Fatalf("Wait after SIGTERM = %v, %v", st, err)
 		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.Close())
 		// Close ended the armed spares: no machinery of this base is left.
-		deadline := time.Now().Add(testTimeout)
-		for {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			out, _ := exec.Command("pgrep", "-f", "corral-(parent|command) "+base).Output()
-			if len(bytes.TrimSpace(out)) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("armed spares left after Close: pids %s", out)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			assert.Empty(c, strings.TrimSpace(string(out)), "PIDs of armed spares' processes")
+		}, testTimeout, 10*time.Millisecond, "waiting for Close to end the armed spares")
 	})
 }

@@ -2,7 +2,6 @@ package nohup_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
@@ -25,9 +26,7 @@ func newEnvOpts(t *testing.T, sh nohuptest.Shell, opts nohup.Options) (*nohup.En
 	tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
 	opts.Name, opts.BaseDir, opts.Shell = "local-"+sh.Name, t.TempDir()+"/state", sh.Path
 	e, err := nohup.New(tr, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e, tr
 }
@@ -61,9 +60,7 @@ func TestShortCommandOneRoundTrip(t *testing.T) {
 		if n := tr.Execs() - before; n != 2 {
 			t.Fatalf("a replay took %d round trips in all, want 2", n)
 		}
-		if err := p.Remove(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Remove(ctx))
 	})
 }
 
@@ -75,9 +72,7 @@ func TestStartWaitDisabled(t *testing.T) {
 	// The command cannot end before its stdin closes, after Start.
 	p := start(t, e, env.Spec{Command: "read x; echo hi; exit 4", Stdin: true})
 	before := tr.Execs()
-	if err := p.CloseStdin(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.CloseStdin(ctx))
 	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
 		t.Fatalf("Wait = %v, %v", st, err)
 	}
@@ -110,9 +105,7 @@ func TestLongPollWaitsInSandbox(t *testing.T) {
 			waited <- err
 		}()
 		r, err := p.Output(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer r.Close()
 		read := make(chan []byte, 1)
 		go func() {
@@ -121,18 +114,12 @@ func TestLongPollWaitsInSandbox(t *testing.T) {
 			read <- all.Bytes()
 		}()
 		// Both polls are in flight once two scripts ran.
-		for tr.Execs()-before < 2 {
-			if ctx.Err() != nil {
-				t.Fatal("Wait and Output never polled")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		require.Eventually(t, func() bool { return tr.Execs()-before >= 2 },
+			testTimeout, time.Millisecond, "waiting for Wait and Output to poll")
 		if _, err := p.Write(ctx, []byte("it\n")); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-waited; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-waited)
 		if got := <-read; string(got) != "got it\n" {
 			t.Fatalf("output %q", got)
 		}
@@ -155,21 +142,15 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		p := start(t, e, env.Spec{Command: "read x; kill -TERM $$", Stdin: true})
 		rd := wrapperOf(t, p)
 		// The wrapper is a process this test started (through Start).
-		if err := syscall.Kill(rd.WPID, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, syscall.Kill(rd.WPID, syscall.SIGSTOP))
 		defer syscall.Kill(rd.WPID, syscall.SIGCONT)
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.CloseStdin(ctx))
 		st, err := p.Wait(ctx)
 		if err != nil || st != env.Signaled(env.SIGTERM) {
 			t.Fatalf("Wait with the wrapper stopped = %v, %v; want SIGTERM", st, err)
 		}
-		if err := syscall.Kill(rd.WPID, syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		waitWrapperEnded(ctx, t, rd.WPID)
+		require.NoError(t, syscall.Kill(rd.WPID, syscall.SIGCONT))
+		waitWrapperEnded(t, rd.WPID)
 		b, err := os.ReadFile(rd.Dir + "/exit")
 		if err != nil || string(b) != "signal 15\n" {
 			t.Fatalf("exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
@@ -177,9 +158,7 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		if out, err := exec.Command("ls", rd.Dir).Output(); err != nil || bytes.Contains(out, []byte("tmp")) {
 			t.Fatalf("state dir holds %q, %v", out, err)
 		}
-		if err := p.Remove(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Remove(ctx))
 	})
 }
 
@@ -194,14 +173,10 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 		ctx := testCtx(t)
 		p := start(t, e, env.Spec{Command: "read x; exit 7", Stdin: true})
 		rd := wrapperOf(t, p)
-		if err := os.WriteFile(rd.Dir+"/exit", nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CloseStdin(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(rd.Dir+"/exit", nil, 0o600))
+		require.NoError(t, p.CloseStdin(ctx))
 		// No poll runs until the wrapper has ended: it alone sees the end.
-		waitWrapperEnded(ctx, t, rd.WPID)
+		waitWrapperEnded(t, rd.WPID)
 		if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
 			t.Fatalf("Wait = %v, %v; want exit 7", st, err)
 		}
@@ -231,18 +206,12 @@ func wrapperOf(t *testing.T, p env.Process) wrapperRef {
 
 // waitWrapperEnded waits until the wrapper wpid (a process this test
 // started, through Start) is gone or a zombie.
-func waitWrapperEnded(ctx context.Context, t *testing.T, wpid int) {
+func waitWrapperEnded(t *testing.T, wpid int) {
 	t.Helper()
-	for {
+	require.Eventually(t, func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(wpid) + "/stat")
-		if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("wrapper %d never ended", wpid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z"))
+	}, testTimeout, 5*time.Millisecond, "waiting for the wrapper %d to end", wpid)
 }
 
 func errorf(format string, args ...any) error {
@@ -297,17 +266,11 @@ func TestAttachFinishedNeedsNoMoreRoundTrips(t *testing.T) {
 		t.Fatalf("Wait = %v, %v; want exit 6", st, err)
 	}
 	ref, err := p.Ref()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Release(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, p.Release())
 	before := tr.Execs()
 	q, err := e.Attach(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if st, err := q.Wait(ctx); err != nil || st != env.Exited(6) {
 		t.Fatalf("Wait after Attach = %v, %v; want exit 6", st, err)
 	}

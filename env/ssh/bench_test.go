@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/ssh/sshtest"
 )
@@ -180,20 +182,21 @@ func startControlMaster(b *testing.B, srv *sshtest.Server) string {
 		cmd.Process.Signal(syscall.SIGTERM)
 		<-done
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(sock); err == nil {
-			if exec.Command("ssh", "-F", srv.SSHConfig, "-S", sock, "-O", "check", srv.Alias).Run() == nil {
-				return sock
-			}
-		}
+	exited := false
+	require.Eventually(b, func() bool {
 		select {
 		case <-done:
-			b.Fatal("ssh ControlMaster exited at start")
-		case <-time.After(20 * time.Millisecond):
+			exited = true
+			return true
+		default:
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("ssh ControlMaster did not come up within 30s")
+		if _, err := os.Stat(sock); err != nil {
+			return false
 		}
+		return exec.Command("ssh", "-F", srv.SSHConfig, "-S", sock, "-O", "check", srv.Alias).Run() == nil
+	}, 30*time.Second, 20*time.Millisecond, "waiting for the ssh ControlMaster to come up")
+	if exited {
+		b.Fatal("ssh ControlMaster exited at start")
 	}
+	return sock
 }

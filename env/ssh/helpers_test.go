@@ -162,16 +162,12 @@ func (c *freezableConn) Close() error {
 }
 
 // waitFor polls cond until it holds or the generous deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// condWait bounds a wait for a condition (require.Eventually), which is
+// looked at again every condPoll.
+const (
+	condWait = 60 * time.Second
+	condPoll = 20 * time.Millisecond
+)
 
 func writeTestFile(t testing.TB, dir, name, content string) string {
 	t.Helper()

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env/ssh/sshtest"
 )
 
@@ -55,22 +58,14 @@ func TestExecLibRunsOnResidentShells(t *testing.T) {
 	wg.Wait()
 
 	srv.Restart(t)
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out.Reset()
+	require.NoError(t, tr.WaitConnected(ctx))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var out bytes.Buffer
 		code, err := tr.ExecLib(ctx, lib, "greet again", "", &out, nil)
-		if err == nil && code == 0 && out.String() == "hello again\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ExecLib after sshd restarted = %q, %d, %v", out.String(), code, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		require.NoError(c, err)
+		assert.Equal(c, 0, code, "exit code")
+		assert.Equal(c, "hello again\n", out.String())
+	}, 30*time.Second, 50*time.Millisecond, "waiting for ExecLib to work again after sshd restarted")
 	if pid, _ := call("echo $$"); pid == first {
 		t.Fatalf("the resident from before the restart (%s) still answers", strings.TrimSpace(first))
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/corralhq/corral/env"
@@ -299,9 +301,7 @@ func TestHostKeyAcceptNewRecordsTheKey(t *testing.T) {
 	tr.Close()
 
 	b, err := os.ReadFile(kh)
-	if err != nil {
-		t.Fatalf("known_hosts not written: %v", err)
-	}
+	require.NoError(t, err, "known_hosts not written")
 	if !strings.HasPrefix(string(b), fmt.Sprintf("[127.0.0.1]:%d ", srv.Port)) || bytes.Count(b, []byte("\n")) != 1 {
 		t.Fatalf("unexpected known_hosts:\n%s", b)
 	}
@@ -377,9 +377,7 @@ func TestConfigAlias(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, err := Dial(ctx, "ssh://"+srv.Alias, opts)
-	if err != nil {
-		t.Fatalf("Dial via alias: %v", err)
-	}
+	require.NoError(t, err, "Dial via alias")
 	defer tr.Close()
 	if want := fmt.Sprintf("ssh://%s@%s:%d", srv.User, srv.Alias, srv.Port); tr.Name() != want {
 		t.Errorf("Name() = %q, want %q", tr.Name(), want)
@@ -414,9 +412,7 @@ Host *
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, err := Dial(ctx, "ssh://inner", opts)
-	if err != nil {
-		t.Fatalf("Dial through ProxyJump: %v", err)
-	}
+	require.NoError(t, err, "Dial through ProxyJump")
 	defer tr.Close()
 	if out, _, _ := run(t, tr, "echo inner", nil); out != "inner\n" {
 		t.Fatalf("got %q", out)
@@ -430,17 +426,13 @@ Host *
 func readFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
 func TestUnreachableHostIsUnavailable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
 	opts := Options{ConfigFile: "none", Home: t.TempDir(), AgentSocket: "none", Logger: testLogger(t)}
@@ -454,9 +446,7 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 // ClientConfig.Timeout covers only the connect.
 func TestHandshakeTimeout(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -500,12 +490,11 @@ func TestReconnectAfterClientSideCut(t *testing.T) {
 	d.last().Close()
 	// The drop is noticed and the connection re-established without any
 	// Exec prompting it.
-	waitFor(t, "a second dial", func() bool { return d.dialCount() >= 2 })
+	require.Eventually(t, func() bool { return d.dialCount() >= 2 },
+		condWait, condPoll, "waiting for a second dial")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -550,9 +539,7 @@ func TestExecDuringDropIsUnavailable(t *testing.T) {
 	srv.Restart(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -572,12 +559,11 @@ func TestKeepAliveDetectsSilentPeer(t *testing.T) {
 	run(t, tr, "true", nil)
 
 	d.last().Freeze()
-	waitFor(t, "a reconnect after the keepalive timed out", func() bool { return d.dialCount() >= 2 })
+	require.Eventually(t, func() bool { return d.dialCount() >= 2 },
+		condWait, condPoll, "waiting for a reconnect after the keepalive timed out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.WaitConnected(ctx))
 	if out, _, _ := run(t, tr, "echo alive", nil); out != "alive\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -601,10 +587,10 @@ func TestReconnectRefusesChangedHostKey(t *testing.T) {
 	srv.Restart(t)
 
 	var err error
-	waitFor(t, "Exec to report the changed key", func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err = tr.Exec(context.Background(), "true", nil, nil, nil)
-		return errors.Is(err, ErrHostKeyChanged)
-	})
+		assert.ErrorIs(c, err, ErrHostKeyChanged)
+	}, condWait, condPoll, "waiting for Exec to report the changed key")
 	if errors.Is(err, env.ErrUnavailable) {
 		t.Fatalf("a refused host key must not look transient: %v", err)
 	}

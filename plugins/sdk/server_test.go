@@ -3,10 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,107 +12,36 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/envtest"
 	pb "github.com/corralhq/corral/plugins/proto"
 )
 
-// fakeEnv is an Environment whose processes end when the test says so.
-type fakeEnv struct {
-	mu     sync.Mutex
-	procs  []*fakeProc
-	closed bool
-}
-
-func (e *fakeEnv) Name() string                   { return "fake" }
-func (e *fakeEnv) Capabilities() env.Capabilities { return env.Capabilities{} }
-
-func (e *fakeEnv) Start(context.Context, env.Spec) (env.Process, error) {
-	p := &fakeProc{pid: 100, exit: make(chan struct{}), released: make(chan struct{})}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p.pid += len(e.procs)
-	e.procs = append(e.procs, p)
-	return p, nil
-}
-
-func (e *fakeEnv) Attach(context.Context, env.Ref) (env.Process, error) {
-	return nil, env.ErrUnsupported
-}
-
-func (e *fakeEnv) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.closed = true
-	return nil
-}
-
-func (e *fakeEnv) proc(t *testing.T, i int) *fakeProc {
+// proc returns the i-th process fe started.
+func proc(t *testing.T, fe *envtest.Fake, i int) *envtest.FakeProcess {
 	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if i >= len(e.procs) {
+	procs := fe.Procs()
+	if i >= len(procs) {
 		t.Fatalf("process %d was not started", i)
 	}
-	return e.procs[i]
-}
-
-type fakeProc struct {
-	pid      int
-	exit     chan struct{} // closed by the test: the process ended
-	status   env.ExitStatus
-	waitErr  error
-	waits    atomic.Int32
-	once     sync.Once
-	released chan struct{}
-}
-
-func (p *fakeProc) end(st env.ExitStatus, err error) {
-	p.status, p.waitErr = st, err
-	close(p.exit)
-}
-
-func (p *fakeProc) PID() int { return p.pid }
-func (p *fakeProc) Output(context.Context, int64) (io.ReadCloser, error) {
-	return nil, env.ErrUnsupported
-}
-func (p *fakeProc) Write(context.Context, []byte) (int, error)   { return 0, env.ErrStdinClosed }
-func (p *fakeProc) CloseStdin(context.Context) error             { return nil }
-func (p *fakeProc) Signal(context.Context, env.Signal) error     { return nil }
-func (p *fakeProc) Survivors(context.Context) ([]int, error)     { return nil, nil }
-func (p *fakeProc) Resize(context.Context, env.WindowSize) error { return env.ErrUnsupported }
-func (p *fakeProc) Ref() (env.Ref, error)                        { return env.Ref{}, env.ErrUnsupported }
-func (p *fakeProc) Remove(context.Context) error                 { return p.Release() }
-
-func (p *fakeProc) Wait(ctx context.Context) (env.ExitStatus, error) {
-	p.waits.Add(1)
-	select {
-	case <-p.exit:
-		return p.status, p.waitErr
-	case <-ctx.Done():
-		return env.ExitStatus{}, ctx.Err()
-	}
-}
-
-func (p *fakeProc) Release() error {
-	p.once.Do(func() { close(p.released) })
-	return nil
+	return procs[i]
 }
 
 // awaitReleased waits until p is released; the bound only turns a hang
 // into a failure.
-func awaitReleased(t *testing.T, p *fakeProc) {
+func awaitReleased(t *testing.T, p *envtest.FakeProcess) {
 	t.Helper()
 	select {
-	case <-p.released:
+	case <-p.Released():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("process %d was not released", p.pid)
+		t.Fatalf("process %d was not released", p.PID())
 	}
 }
 
-// serve runs the SDK's server for a fakeEnv in memory and returns a client
-// on which Open was called.
-func serve(t *testing.T) (*server, *fakeEnv, pb.BackendClient) {
+// serve runs the SDK's server for an envtest.Fake in memory and returns a
+// client on which Open was called.
+func serve(t *testing.T) (*server, *envtest.Fake, pb.BackendClient) {
 	t.Helper()
-	fe := &fakeEnv{}
+	fe := &envtest.Fake{}
 	srv := newServer(Plugin{Name: "fake", Open: func(context.Context, string) (env.Environment, error) { return fe, nil }})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
@@ -169,14 +95,22 @@ func (s *server) known(id uint64) bool {
 func TestRunWaitAndRelease(t *testing.T) {
 	srv, fe, client := serve(t)
 	stream, started, cancel := run(t, client)
-	p := fe.proc(t, 0)
-	if started.GetPid() != int64(p.pid) || !srv.known(started.GetProcessId()) {
-		t.Fatalf("started %v: not the handle of process %d", started, p.pid)
+	p := proc(t, fe, 0)
+	if started.GetPid() != int64(p.PID()) || !srv.known(started.GetProcessId()) {
+		t.Fatalf("started %v: not the handle of process %d", started, p.PID())
 	}
 	if err := stream.Send(&pb.RunRequest{Wait: true}); err != nil {
 		t.Fatal(err)
 	}
-	p.end(env.Exited(3), nil)
+	// A signal the process survives, while the stream waits: the handle
+	// works in other calls, and the signal reaches the process.
+	if _, err := client.Signal(context.Background(), &pb.SignalRequest{ProcessId: started.GetProcessId(), Signal: "USR1"}); err != nil {
+		t.Fatalf("Signal on the stream's handle: %v", err)
+	}
+	if got := p.Signals(); len(got) != 1 || got[0] != env.SIGUSR1 {
+		t.Fatalf("signals delivered %v, want [USR1]", got)
+	}
+	p.Exit(env.Exited(3))
 	ev, err := stream.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +118,9 @@ func TestRunWaitAndRelease(t *testing.T) {
 	if got := ev.GetExited(); got == nil || got.GetCode() != 3 {
 		t.Fatalf("answer to wait = %v, want exit code 3", ev)
 	}
-	if _, err := client.Signal(context.Background(), &pb.SignalRequest{ProcessId: started.GetProcessId(), Signal: "TERM"}); err != nil {
-		t.Fatalf("Signal on the stream's handle: %v", err)
+	// The answered wait did not end the handle.
+	if w, err := client.Wait(context.Background(), &pb.ProcessRequest{ProcessId: started.GetProcessId()}); err != nil || w.GetStatus().GetCode() != 3 {
+		t.Fatalf("Wait call on the stream's handle after the answer = %v, %v; want exit code 3", w, err)
 	}
 	cancel()
 	awaitReleased(t, p)
@@ -199,11 +134,11 @@ func TestRunWaitAndRelease(t *testing.T) {
 func TestRunWaitsOnlyWhenAsked(t *testing.T) {
 	_, fe, client := serve(t)
 	_, _, cancel := run(t, client)
-	p := fe.proc(t, 0)
-	p.end(env.Exited(0), nil)
+	p := proc(t, fe, 0)
+	p.Exit(env.Exited(0))
 	cancel()
 	awaitReleased(t, p)
-	if n := p.waits.Load(); n != 0 {
+	if n := p.Waits(); n != 0 {
 		t.Errorf("Wait called %d times, want 0", n)
 	}
 }
@@ -213,8 +148,8 @@ func TestRunWaitsOnlyWhenAsked(t *testing.T) {
 func TestRunWaitFailed(t *testing.T) {
 	_, fe, client := serve(t)
 	stream, started, _ := run(t, client)
-	p := fe.proc(t, 0)
-	p.end(env.ExitStatus{}, errors.New("lost track"))
+	p := proc(t, fe, 0)
+	p.Lose(errors.New("lost track"))
 	if err := stream.Send(&pb.RunRequest{Wait: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,15 +180,12 @@ func TestCloseReleasesHandles(t *testing.T) {
 	}
 	for i := range 3 {
 		select {
-		case <-fe.proc(t, i).released:
+		case <-proc(t, fe, i).Released():
 		default:
 			t.Errorf("process %d not released when Close returned", i)
 		}
 	}
-	fe.mu.Lock()
-	closed := fe.closed
-	fe.mu.Unlock()
-	if !closed {
+	if !fe.Closed() {
 		t.Error("Close did not close the Environment")
 	}
 }
