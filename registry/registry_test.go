@@ -489,12 +489,16 @@ func TestMaxProcesses(t *testing.T) {
 	if _, err := f.r.Start(ctxT(t), StartOptions{Command: "x"}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "running") {
 		t.Fatalf("full of running processes: %v", err)
 	}
-	// Finish two; the one that finished first is pruned first.
+	// Finish two; the one that finished first is pruned first. A process
+	// is never pruned while its tree may still run: wait for the
+	// registry's look at the tree after each exit, so both are candidates.
 	fps[2].Exit(env.Exited(0))
-	f.r.Wait(ctxT(t), infos[2].ID, 0)
+	_, err := f.r.WaitTree(ctxT(t), infos[2].ID, 0)
+	require.NoError(t, err)
 	f.clock.Advance(time.Second)
 	fps[0].Exit(env.Exited(0))
-	f.r.Wait(ctxT(t), infos[0].ID, 0)
+	_, err = f.r.WaitTree(ctxT(t), infos[0].ID, 0)
+	require.NoError(t, err)
 	f.start(StartOptions{})
 	if _, err := f.r.Get(infos[2].ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("oldest finished not pruned: %v", err)
