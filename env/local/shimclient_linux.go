@@ -93,9 +93,9 @@ func (c *shimClient) close() {
 }
 
 // request sends req and returns the reply. A connection from the pool
-// that turns out dead before the request went out is replaced once; a
-// server that dies after receiving a request is reported, never asked
-// again (a start might have happened).
+// that turns out dead before the server read the request is replaced
+// once; a server that dies after reading a request is reported, never
+// asked again (a start might have happened).
 func (c *shimClient) request(ctx context.Context, req *shimRequest, spawn bool) (*shimReply, shimHello, error) {
 	for attempt := 0; ; attempt++ {
 		sc, pooled, err := c.get(ctx, spawn)
@@ -122,6 +122,16 @@ func (c *shimClient) request(ctx context.Context, req *shimRequest, spawn bool) 
 		}
 		if err != nil {
 			_ = sc.c.Close()
+			if pooled && attempt == 0 && errors.Is(err, syscall.ECONNRESET) {
+				// A unix socket resets its peer only when it is closed
+				// with data unread: the server never read this request,
+				// so asking again cannot start anything twice. It happens
+				// when a killed server is still tearing down: its main
+				// thread is a zombie (the supervisor counts it gone) while
+				// another thread holds its descriptors a moment longer,
+				// so the pooled connection still looked open.
+				continue
+			}
 			return nil, sc.hello, fmt.Errorf("shim server %d did not answer: %w", sc.hello.PID, err)
 		}
 		_ = sc.c.SetDeadline(time.Time{})
