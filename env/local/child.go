@@ -163,8 +163,11 @@ func (c *child) wait() {
 	default:
 		c.waitErr = fmt.Errorf("local: wait for %d: %w", c.pid, err)
 	}
-	close(c.done)
+	// Stdin refuses writes before Wait returns: a caller that saw the
+	// exit must get ErrExited, and a terminal's master, which stays open
+	// for the output, would otherwise take the bytes.
 	c.in.processExited()
+	close(c.done)
 	c.out.processExited()
 	<-c.out.ended
 	// The pty master is closed only now, after Wait, so the terminal stays
