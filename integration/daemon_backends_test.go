@@ -134,7 +134,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 		for b := range backends {
 			for range backends[b].count {
 				k := len(procs)
-				cmd := fmt.Sprintf("seq 1 %d; until %s; do sleep 0.02; done; seq %d %d; exit %d",
+				cmd := fmt.Sprintf("seq 1 %d; until %s; do sleep 0.05; done; seq %d %d; exit %d",
 					lines, backends[b].flagCheck(round, k), lines+1, 2*lines, k%7)
 				id := strings.TrimSpace(h.mustRun("start", "--backend", backends[b].target, "--label", label, "--", cmd))
 				procs = append(procs, proc{backend: &backends[b], k: k, id: id})

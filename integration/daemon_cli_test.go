@@ -107,7 +107,7 @@ func TestDaemonCrashRecovery(t *testing.T) {
 			// The loop also ends when the flag directory is gone, so that a
 			// failed run (its daemon crashed for good) leaves nothing
 			// polling behind.
-			cmd := fmt.Sprintf("seq 1 %d; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done; seq %d %d; exit %d", lines, flag, flags, lines+1, 2*lines, k%7)
+			cmd := fmt.Sprintf("seq 1 %d; while [ ! -e %s ] && [ -d %s ]; do sleep 0.05; done; seq %d %d; exit %d", lines, flag, flags, lines+1, 2*lines, k%7)
 			ids[k] = strings.TrimSpace(h.mustRun("start", "--label", label, "--", cmd))
 		}
 		waitCond(t, "first output of every process", func() bool {
@@ -337,7 +337,7 @@ func TestDaemonGracefulStopKeepsProcesses(t *testing.T) {
 	h.startServe()
 	dir := t.TempDir()
 	flag := filepath.Join(dir, "go")
-	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done; echo after; exit 9", flag, dir)))
+	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ] && [ -d %s ]; do sleep 0.05; done; echo after; exit 9", flag, dir)))
 	waitCond(t, "first output", func() bool { return h.mustRun("logs", id) == "before\n" })
 	h.serve.Process.Signal(syscall.SIGTERM)
 	if err := h.serve.Wait(); err != nil {

@@ -109,7 +109,7 @@ func TestDaemonNotifyNeverDropped(t *testing.T) {
 
 	// A notified process that a blocked `corral wait` receives.
 	gate := filepath.Join(h.home, "gate")
-	waited := start("--notify", "--", fmt.Sprintf("while [ ! -e '%s' ]; do sleep 0.01; done; echo waited; exit 7", gate))
+	waited := start("--notify", "--", fmt.Sprintf("while [ ! -e '%s' ]; do sleep 0.05; done; echo waited; exit 7", gate))
 	waitCode := make(chan int, 1)
 	go func() {
 		cmd := exec.Command(h.bin, "wait", waited)
