@@ -19,7 +19,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GOTESTFLAGS ?=
 # integration (daemon, docker, ssh, plugins end to end) takes 6-7 min of CI's
 # race-enabled run on 2 cores; 15m leaves it headroom on a loaded machine.
-TEST_TIMEOUT ?= 15m
+TEST_TIMEOUT ?= 25m
 # -benchtime for make bench; each benchmark sizes its own work per op.
 BENCHTIME ?= 1s
 
