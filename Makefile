@@ -18,7 +18,8 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Extra flags for go test, e.g. GOTESTFLAGS=-v (CI) or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 # integration (daemon, docker, ssh, plugins end to end) takes 6-7 min of CI's
-# race-enabled run on 2 cores; 15m leaves it headroom on a loaded machine.
+# race-enabled run on 2 cores, and env/nohup beside it slows to 15 min and more
+# when the load average reaches 20-40; 25m leaves them headroom.
 TEST_TIMEOUT ?= 25m
 # -benchtime for make bench; each benchmark sizes its own work per op.
 BENCHTIME ?= 1s
