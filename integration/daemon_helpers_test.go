@@ -123,7 +123,9 @@ func (h *daemonHome) startServe(extra ...string) {
 	h.serve = cmd
 	c := daemon.NewClient(h.socket)
 	defer c.CloseIdle()
-	deadline := time.Now().Add(time.Minute)
+	// Recovery of a score of processes on docker and ssh took 40-60 s on
+	// a two-core CI machine at a load average of 20-40: give it three.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		st, err := c.Status(context.Background())
 		if err == nil && st.PID == cmd.Process.Pid {
@@ -131,7 +133,7 @@ func (h *daemonHome) startServe(extra ...string) {
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(h.home, "serve.log"))
-			h.t.Fatalf("corral serve did not answer within a minute: %v\n%s", err, log)
+			h.t.Fatalf("corral serve did not answer within 3 minutes: %v\n%s", err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
