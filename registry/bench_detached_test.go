@@ -4,39 +4,15 @@ package registry
 
 import (
 	"context"
-	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/corralhq/corral/env"
-	"github.com/corralhq/corral/env/local"
 )
 
 // detachedIngestBytes is what the ingest benchmark's pipeline writes.
 const detachedIngestBytes = 200 << 20
 
 var detachedIngestPipeline = "head -c 209715200 /dev/zero | tr '\\0' a"
-
-// localBenchRegistry is an in-process registry on a local Environment,
-// closed with b.
-func localBenchRegistry(b *testing.B) *Registry {
-	stateDir := b.TempDir()
-	r, err := New(Config{
-		Open: func(ctx context.Context, target string) (env.Environment, error) {
-			return local.New(local.Options{StateDir: stateDir, Logger: slog.New(slog.DiscardHandler)})
-		},
-		MaxProcesses: 16,
-		DefaultGrace: time.Second,
-		Logger:       slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { r.Close() })
-	return r
-}
 
 // BenchmarkDetachedIngest runs a flood of output through an in-process
 // registry whose local Environment detaches the process (what corral start
@@ -45,7 +21,7 @@ func localBenchRegistry(b *testing.B) *Registry {
 // measured in the same run. make bench checks corral/baseline in MB/s.
 func BenchmarkDetachedIngest(b *testing.B) {
 	b.Run("corral", func(b *testing.B) {
-		r := localBenchRegistry(b)
+		r := localBenchRegistry(b, 16, true)
 		ctx := context.Background()
 		b.SetBytes(detachedIngestBytes)
 		for b.Loop() {
@@ -68,7 +44,7 @@ func BenchmarkDetachedIngest(b *testing.B) {
 	// The same pipeline run in the foreground (the registry reads the
 	// command's pipe): the ceiling a detached process is compared with.
 	b.Run("foreground", func(b *testing.B) {
-		r := localBenchRegistry(b)
+		r := localBenchRegistry(b, 16, true)
 		ctx := context.Background()
 		b.SetBytes(detachedIngestBytes)
 		for b.Loop() {

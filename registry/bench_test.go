@@ -31,12 +31,23 @@ const benchProcs = 1000
 
 func benchRegistry(b *testing.B, maxProcs int) *Registry {
 	b.Helper()
+	return localBenchRegistry(b, maxProcs, false)
+}
+
+// localBenchRegistry is a registry on one local Environment for a
+// benchmark, cleaned up with it. With detach false, Start never detaches
+// (attachedOnly): the foreground path, without the shim server.
+func localBenchRegistry(b *testing.B, maxProcs int, detach bool) *Registry {
+	b.Helper()
 	stateDir := b.TempDir()
 	r, err := New(Config{
 		Open: func(ctx context.Context, target string) (env.Environment, error) {
 			e, err := local.New(local.Options{StateDir: stateDir, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				return nil, err
+			}
+			if detach {
+				return e, nil
 			}
 			return attachedOnly{e}, nil
 		},
