@@ -142,8 +142,7 @@
 // Across all processes at most 15 events are published per sliding 10 s
 // window; the 16th starts a 30 s cooldown during which every event is held
 // back and counted, and which ends with one suppressed event carrying the
-// counts by type. Config.Clock makes time injectable for tests. This
-// breaker is for floods (watch matches, starts and exits nobody asked
+// counts by type. This breaker is for floods (watch matches, starts and exits nobody asked
 // about): an exited event with Notify is exempt — never held back, never
 // counted — since there is at most one per process and it is the one event
 // its caller needs. It carries Event.Tail, the last lines of the output

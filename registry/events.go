@@ -215,7 +215,6 @@ func (s *Subscription) Close() {
 // global rate limit. Its lock is taken after a process's lock is released
 // and never while holding the registry lock.
 type eventBus struct {
-	clock   Clock
 	log     *slog.Logger
 	bufSize int // each subscription's queue
 
@@ -225,12 +224,12 @@ type eventBus struct {
 	recent     []time.Time // times of the events delivered in the last window
 	cooling    bool
 	suppressed map[EventType]int
-	stopTimer  func() bool
+	cooldown   *time.Timer
 	closed     bool
 }
 
-func newEventBus(clock Clock, log *slog.Logger, bufSize int) *eventBus {
-	return &eventBus{clock: clock, log: log, bufSize: bufSize, subs: make(map[*Subscription]struct{})}
+func newEventBus(log *slog.Logger, bufSize int) *eventBus {
+	return &eventBus{log: log, bufSize: bufSize, subs: make(map[*Subscription]struct{})}
 }
 
 // Subscribe returns a subscription to the events published from now on.
@@ -269,7 +268,7 @@ func (b *eventBus) publish(ev Event) {
 	if b.closed {
 		return
 	}
-	now := b.clock.Now()
+	now := time.Now()
 	if ev.Type == EventExited && ev.Notify {
 		b.deliverLocked(ev, now)
 		return
@@ -286,7 +285,7 @@ func (b *eventBus) publish(ev Event) {
 	if len(b.recent) >= GlobalEventMax {
 		b.cooling = true
 		b.suppressed = map[EventType]int{ev.Type: 1}
-		b.stopTimer = b.clock.AfterFunc(GlobalCooldown, b.endCooldown)
+		b.cooldown = time.AfterFunc(GlobalCooldown, b.endCooldown)
 		b.log.Warn("event rate limit reached; holding events back", "max", GlobalEventMax, "window", GlobalEventWindow, "cooldown", GlobalCooldown)
 		return
 	}
@@ -315,16 +314,16 @@ func (b *eventBus) endCooldown() {
 	}
 	ev := Event{Type: EventSuppressed, Suppressed: b.suppressed,
 		Summary: fmt.Sprintf("%d events were held back by the rate limit (%d per %s); listing the processes shows their current states", total, GlobalEventMax, GlobalEventWindow)}
-	b.cooling, b.suppressed, b.stopTimer, b.recent = false, nil, nil, b.recent[:0]
-	b.deliverLocked(ev, b.clock.Now())
+	b.cooling, b.suppressed, b.cooldown, b.recent = false, nil, nil, b.recent[:0]
+	b.deliverLocked(ev, time.Now())
 }
 
 // close ends every subscription; later publishes are dropped.
 func (b *eventBus) close() {
 	b.mu.Lock()
 	b.closed = true
-	if b.stopTimer != nil {
-		b.stopTimer()
+	if b.cooldown != nil {
+		b.cooldown.Stop()
 	}
 	subs := make([]*Subscription, 0, len(b.subs))
 	for s := range b.subs {

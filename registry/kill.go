@@ -89,8 +89,12 @@ func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 	case <-ctx.Done():
 		return res, fmt.Errorf("registry: kill %s: %w", p.id, ctx.Err())
 	}
-	p.killMu.Lock()
-	defer p.killMu.Unlock()
+	select {
+	case p.killTurn <- struct{}{}:
+	case <-ctx.Done():
+		return res, fmt.Errorf("registry: kill %s: waiting for another kill of it: %w", p.id, ctx.Err())
+	}
+	defer func() { <-p.killTurn }()
 
 	p.mu.Lock()
 	h := p.handle

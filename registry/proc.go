@@ -25,6 +25,7 @@ type proc struct {
 	backend   string
 	opts      StartOptions // Labels cloned; never mutated
 	createdAt time.Time
+	admitted  uint64 // order of admission, set under r.mu: orders equal createdAt
 	buf       *Buffer
 	watch     *watcher // nil without patterns; used by the copier only
 
@@ -46,7 +47,10 @@ type proc struct {
 	teeMu sync.Mutex
 	tee   io.Writer // Run's live output; nil once Run returned
 
-	killMu sync.Mutex // serialises kill procedures
+	// killTurn serialises kill procedures. A channel rather than a mutex,
+	// so that a caller queued behind a long grace period gives up when
+	// its context ends.
+	killTurn chan struct{}
 
 	mu         sync.Mutex
 	cond       sync.Cond // on mu: signalling dropped to zero
@@ -156,7 +160,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		opts.PTY = &sz
 		spec.PTY = &sz
 	}
-	now := r.clock.Now()
+	now := time.Now()
 	p := &proc{
 		r:         r,
 		backend:   opts.Backend,
@@ -168,6 +172,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		done:      make(chan struct{}),
 		treeDone:  make(chan struct{}),
 		treeKick:  make(chan struct{}, 1),
+		killTurn:  make(chan struct{}, 1),
 		state:     StateStarting,
 		tee:       tee,
 	}
@@ -214,7 +219,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 	r.wg.Add(1)
 	r.mu.Unlock()
 
-	startedAt := r.clock.Now()
+	startedAt := time.Now()
 	p.lastOutput.Store(time.Now().UnixNano())
 	p.mu.Lock()
 	p.state, p.startedAt, p.pid, p.handle, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, ref, spec.Detach
@@ -230,7 +235,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 
 // fail records that the process could not be started.
 func (p *proc) fail(err error) {
-	now := p.r.clock.Now()
+	now := time.Now()
 	p.mu.Lock()
 	p.state, p.reason, p.endedTime = StateFailed, err.Error(), now
 	p.mu.Unlock()
@@ -271,7 +276,7 @@ func (p *proc) monitor() {
 		}
 	}
 	if p.watch != nil {
-		p.publishHits(p.watch.feed(nil, p.r.clock.Now, true))
+		p.publishHits(p.watch.feed(nil, time.Now, true))
 	}
 	var st env.ExitStatus
 	if lost == nil {
@@ -324,7 +329,7 @@ func (p *proc) ingest(b []byte) {
 	}
 	p.teeMu.Unlock()
 	if p.watch != nil {
-		p.publishHits(p.watch.feed(b, p.r.clock.Now, false))
+		p.publishHits(p.watch.feed(b, time.Now, false))
 	}
 }
 
@@ -352,7 +357,7 @@ func (p *proc) publishHits(hits []watchHit) {
 // finish records the final state. lost, when non-nil, says why the exit
 // status is unknown.
 func (p *proc) finish(st env.ExitStatus, lost error) {
-	now := p.r.clock.Now()
+	now := time.Now()
 	p.mu.Lock()
 	// A signal of ours may be in flight: wait for its outcome so that a
 	// process we killed is never recorded as a plain exit.

@@ -128,7 +128,7 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 			rep.Skipped++
 			continue
 		}
-		r.procs[p.id] = p
+		r.admitLocked(p)
 		r.mu.Unlock()
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -186,6 +186,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		done:       make(chan struct{}),
 		treeDone:   make(chan struct{}),
 		treeKick:   make(chan struct{}, 1),
+		killTurn:   make(chan struct{}, 1),
 		replay:     rec.Ref != nil, // detached output is replayable
 		state:      rec.State,
 		startedAt:  rec.StartedAt,
@@ -249,7 +250,7 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	p.mu.Lock()
 	p.state, p.handle, p.pid = StateRunning, h, h.PID()
 	if p.startedAt.IsZero() {
-		p.startedAt = r.clock.Now()
+		p.startedAt = time.Now()
 	}
 	p.mu.Unlock()
 	close(p.started)
@@ -296,7 +297,7 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 		}
 	}()
 	if p.endedTime.IsZero() {
-		p.endedTime = r.clock.Now()
+		p.endedTime = time.Now()
 	}
 	if rec.Ref == nil {
 		return
@@ -343,7 +344,7 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 
 // markLost records a restored process as lost.
 func (p *proc) markLost(err error) {
-	now := p.r.clock.Now()
+	now := time.Now()
 	p.mu.Lock()
 	p.state, p.reason, p.endedTime, p.status = StateLost, err.Error(), now, nil
 	p.mu.Unlock()

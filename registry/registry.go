@@ -17,9 +17,8 @@ import (
 // use. Locking is per process: the registry-wide lock only guards the maps
 // and is never held while copying output or calling an environment.
 type Registry struct {
-	cfg   Config
-	log   *slog.Logger
-	clock Clock
+	cfg Config
+	log *slog.Logger
 
 	ctx    context.Context // cancelled by Close; bounds the copying goroutines
 	cancel context.CancelFunc
@@ -30,6 +29,7 @@ type Registry struct {
 	closed bool
 	procs  map[string]*proc
 	envs   map[string]*envSlot
+	admits uint64 // processes ever admitted to procs; see proc.admitted
 
 	ev *eventBus
 
@@ -69,21 +69,17 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "registry"),
-		clock:  cfg.Clock,
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
 		procs:  make(map[string]*proc),
 		envs:   make(map[string]*envSlot),
 	}
-	r.ev = newEventBus(r.clock, r.log, cfg.SubscriptionBuffer)
+	r.ev = newEventBus(r.log, cfg.SubscriptionBuffer)
 	if cfg.StateFile != "" {
 		r.ckpt = newCheckpointer(r, cfg.StateFile)
 		go r.ckpt.run()
@@ -91,13 +87,6 @@ func New(cfg Config) (*Registry, error) {
 	r.wg.Add(1)
 	go r.janitor()
 	return r, nil
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
 }
 
 // janitor prunes finished processes past FinishedTTL even when nobody
@@ -113,7 +102,7 @@ func (r *Registry) janitor() {
 			return
 		case <-t.C:
 			r.mu.Lock()
-			pruned := r.pruneExpiredLocked(r.clock.Now())
+			pruned := r.pruneExpiredLocked(time.Now())
 			r.mu.Unlock()
 			r.cleanup(pruned)
 			if len(pruned) > 0 {

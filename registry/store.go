@@ -24,7 +24,7 @@ func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := r.clock.Now()
+	now := time.Now()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -121,9 +121,16 @@ func (r *Registry) cleanup(pruned []*proc) {
 	}
 }
 
+// admitLocked adds p to the tracked processes.
+func (r *Registry) admitLocked(p *proc) {
+	r.admits++
+	p.admitted = r.admits
+	r.procs[p.id] = p
+}
+
 // register reserves an ID for p, making room by pruning.
 func (r *Registry) register(p *proc) error {
-	now := r.clock.Now()
+	now := time.Now()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -152,7 +159,7 @@ func (r *Registry) register(p *proc) error {
 			break
 		}
 	}
-	r.procs[p.id] = p
+	r.admitLocked(p)
 	r.mu.Unlock()
 	r.cleanup(pruned)
 	r.stateChanged()
@@ -181,7 +188,7 @@ func (r *Registry) List(opts ListOptions) []Info {
 // selectProcs returns the processes matching opts's labels and backend and
 // (by a racy first look, rechecked by List) state, oldest first.
 func (r *Registry) selectProcs(opts ListOptions) []*proc {
-	now := r.clock.Now()
+	now := time.Now()
 	r.mu.Lock()
 	pruned := r.pruneExpiredLocked(now)
 	if len(pruned) > 0 {
@@ -203,7 +210,7 @@ func (r *Registry) selectProcs(opts ListOptions) []*proc {
 	r.mu.Unlock()
 	r.cleanup(pruned)
 	slices.SortFunc(procs, func(a, b *proc) int {
-		return cmp.Or(a.createdAt.Compare(b.createdAt), cmp.Compare(a.id, b.id))
+		return cmp.Or(a.createdAt.Compare(b.createdAt), cmp.Compare(a.admitted, b.admitted))
 	})
 	return procs
 }

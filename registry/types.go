@@ -63,23 +63,10 @@ type Config struct {
 	// Logger receives the registry's diagnostics. Default slog.Default().
 	Logger *slog.Logger
 
-	// Clock is the time source of timestamps and of the event rate
-	// limiters. Nil means the real clock; tests substitute a manual one.
-	Clock Clock
-
 	// StateFile, when set, is where the registry checkpoints its
 	// processes on every state change (see checkpoint.go) and what
 	// Registry.Recover reads after a restart. Its directory must exist.
 	StateFile string
-}
-
-// Clock is a time source: the current time and a callback after a delay.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has elapsed. The
-	// returned stop function cancels the call if it has not started and
-	// reports whether it did.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // State is a process's lifecycle state. A process moves from starting to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -74,84 +75,89 @@ func TestWatcherRateLimit(t *testing.T) {
 // holds back repeats, disabling publishes watch_disabled and promises the
 // completion event even without Notify.
 func TestWatchEvents(t *testing.T) {
-	clock := newManualClock()
-	f := newFixture(t, func(c *Config) { c.Clock = clock })
-	sub := f.r.Subscribe()
-	defer sub.Close()
-	ctx := ctxT(t)
-	in, fp := f.start(StartOptions{Watch: []string{"FAIL"}})
-	next := func() Event {
-		t.Helper()
-		ev, err := sub.Next(ctx)
-		require.NoError(t, err)
-		return ev
-	}
-	if ev := next(); ev.Type != EventStarted {
-		t.Fatalf("%+v", ev)
-	}
-	written := int64(0)
-	emit := func(s string) {
-		fp.WriteOutput(s)
-		written += int64(len(s))
-		require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written },
-			generous, poll, "waiting for the registry to ingest %d bytes", written)
-	}
-	for window := range 3 {
-		emit("test FAIL one\n")
-		ev := next()
-		if ev.Type != EventWatchMatch || ev.Pattern != "FAIL" || ev.Line != "test FAIL one" || ev.ID != in.ID {
-			t.Fatalf("window %d: %+v", window, ev)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		sub := f.r.Subscribe()
+		defer sub.Close()
+		in, fp := f.start(StartOptions{Watch: []string{"FAIL"}})
+		next := func() Event {
+			t.Helper()
+			ev, err := sub.Next(ctxT(t)) // the test spans 30 s of bubble time
+			require.NoError(t, err)
+			return ev
 		}
-		clock.Advance(time.Second)
-		emit("test FAIL two\n") // held back
-		clock.Advance(9 * time.Second)
-	}
-	// The third held-back match disabled watching.
-	if ev := next(); ev.Type != EventWatchDisabled || !ev.Notify {
-		t.Fatalf("%+v", ev)
-	}
-	if g, _ := f.r.Get(in.ID); !g.WatchDisabled {
-		t.Fatal("Info.WatchDisabled not set")
-	}
-	emit("FAIL again\n")
-	fp.Exit(env.Exited(0))
-	ev := next()
-	if ev.Type != EventExited || !ev.Notify {
-		t.Fatalf("completion after disabling: %+v", ev)
-	}
+		if ev := next(); ev.Type != EventStarted {
+			t.Fatalf("%+v", ev)
+		}
+		written := int64(0)
+		emit := func(s string) {
+			fp.WriteOutput(s)
+			written += int64(len(s))
+			require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written },
+				generous, poll, "waiting for the registry to ingest %d bytes", written)
+		}
+		for window := range 3 {
+			emit("test FAIL one\n")
+			ev := next()
+			if ev.Type != EventWatchMatch || ev.Pattern != "FAIL" || ev.Line != "test FAIL one" || ev.ID != in.ID {
+				t.Fatalf("window %d: %+v", window, ev)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			emit("test FAIL two\n") // held back
+			time.Sleep(9 * time.Second)
+			synctest.Wait()
+		}
+		// The third held-back match disabled watching.
+		if ev := next(); ev.Type != EventWatchDisabled || !ev.Notify {
+			t.Fatalf("%+v", ev)
+		}
+		if g, _ := f.r.Get(in.ID); !g.WatchDisabled {
+			t.Fatal("Info.WatchDisabled not set")
+		}
+		emit("FAIL again\n")
+		fp.Exit(env.Exited(0))
+		ev := next()
+		if ev.Type != EventExited || !ev.Notify {
+			t.Fatalf("completion after disabling: %+v", ev)
+		}
+	})
 }
 
 func TestGlobalRateLimit(t *testing.T) {
-	clock := newManualClock()
-	f := newFixture(t, func(c *Config) { c.Clock = clock })
-	sub := f.r.Subscribe()
-	defer sub.Close()
-	for range GlobalEventMax + 5 {
-		f.start(StartOptions{}) // one started event each
-	}
-	ctx := ctxT(t)
-	for i := range GlobalEventMax {
-		ev, err := sub.Next(ctx)
-		if err != nil || ev.Type != EventStarted || ev.Seq != int64(i+1) {
-			t.Fatalf("event %d: %+v %v", i, ev, err)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		sub := f.r.Subscribe()
+		defer sub.Close()
+		for range GlobalEventMax + 5 {
+			f.start(StartOptions{}) // one started event each
 		}
-	}
-	// Nothing more until the cooldown ends, even after the window passed.
-	clock.Advance(GlobalEventWindow)
-	f.start(StartOptions{})
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	if ev, err := sub.Next(short); err == nil {
-		t.Fatalf("event during cooldown: %+v", ev)
-	}
-	cancel()
-	clock.Advance(GlobalCooldown - GlobalEventWindow)
-	ev, err := sub.Next(ctx)
-	if err != nil || ev.Type != EventSuppressed || ev.Suppressed[EventStarted] != 6 {
-		t.Fatalf("summary %+v %v", ev, err)
-	}
-	// Normal delivery resumes.
-	f.start(StartOptions{})
-	if ev, err := sub.Next(ctx); err != nil || ev.Type != EventStarted {
-		t.Fatalf("after cooldown %+v %v", ev, err)
-	}
+		ctx := ctxT(t)
+		for i := range GlobalEventMax {
+			ev, err := sub.Next(ctx)
+			if err != nil || ev.Type != EventStarted || ev.Seq != int64(i+1) {
+				t.Fatalf("event %d: %+v %v", i, ev, err)
+			}
+		}
+		// Nothing more until the cooldown ends, even after the window passed.
+		time.Sleep(GlobalEventWindow)
+		synctest.Wait()
+		f.start(StartOptions{})
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		if ev, err := sub.Next(short); err == nil {
+			t.Fatalf("event during cooldown: %+v", ev)
+		}
+		cancel()
+		time.Sleep(GlobalCooldown - GlobalEventWindow)
+		synctest.Wait()
+		ev, err := sub.Next(ctx)
+		if err != nil || ev.Type != EventSuppressed || ev.Suppressed[EventStarted] != 6 {
+			t.Fatalf("summary %+v %v", ev, err)
+		}
+		// Normal delivery resumes.
+		f.start(StartOptions{})
+		if ev, err := sub.Next(ctx); err != nil || ev.Type != EventStarted {
+			t.Fatalf("after cooldown %+v %v", ev, err)
+		}
+	})
 }
