@@ -30,6 +30,64 @@ type StartRequest struct {
 	Stdin   bool            `json:"stdin,omitempty"`
 }
 
+// Options is the request as the registry takes it.
+func (req StartRequest) Options() registry.StartOptions {
+	opts := registry.StartOptions{
+		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
+		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
+	}
+	if req.PTY || req.PTYSize != nil {
+		size := env.DefaultWindowSize
+		if req.PTYSize != nil {
+			size = *req.PTYSize
+		}
+		opts.PTY = &size
+	}
+	return opts
+}
+
+// startRequest is opts on the wire.
+func startRequest(opts registry.StartOptions) StartRequest {
+	req := StartRequest{
+		Backend: opts.Backend, Command: opts.Command, Dir: opts.Dir, Env: opts.Env, Labels: opts.Labels,
+		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
+	}
+	if opts.PTY != nil {
+		size := *opts.PTY
+		req.PTY, req.PTYSize = true, &size
+	}
+	return req
+}
+
+// RunRequest is the body of POST /v1/run: a foreground process whose
+// output streams back on the same response (SSE events "started",
+// "output" and one "end"). Durations are Go duration strings; empty means
+// none (Grace: the daemon's default).
+//
+// The connection is the process's lease: when the client goes away before
+// "end" (killed, its terminal closed), the daemon kills the tree.
+type RunRequest struct {
+	StartRequest
+	Timeout     string `json:"timeout,omitempty"`
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+	YieldAfter  string `json:"yield_after,omitempty"`
+	Grace       string `json:"grace,omitempty"`
+}
+
+// RunEnd is the "end" event of POST /v1/run: the result, and the error
+// Run returned with it ("" when none).
+type RunEnd struct {
+	registry.RunResult
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+}
+
+// SubmitRequest is the body of POST /v1/processes/{id}/submit: Line is
+// written followed by the key that submits it (Enter on a terminal).
+type SubmitRequest struct {
+	Line string `json:"line"`
+}
+
 // KillRequest is the body of POST /v1/processes/{id}/kill. Grace is a Go
 // duration string ("5s"); empty means the daemon's default.
 type KillRequest struct {
@@ -218,13 +276,24 @@ var ErrNoDaemon = errors.New("daemon: no corral daemon is running")
 // ErrAlreadyRunning: another daemon holds the lock of the state directory.
 var ErrAlreadyRunning = errors.New("daemon: another corral daemon is already running")
 
-func parseGrace(s string) (time.Duration, error) {
+func parseGrace(s string) (time.Duration, error) { return parseDuration("grace", s) }
+
+// parseDuration reads an optional non-negative duration field.
+func parseDuration(name, s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: grace %q: give a non-negative duration such as 5s or 500ms", registry.ErrInvalidOptions, s)
+		return 0, fmt.Errorf("%w: %s %q: give a non-negative duration such as 5s or 500ms", registry.ErrInvalidOptions, name, s)
 	}
 	return d, nil
+}
+
+// durationString is the wire form of an optional duration.
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }

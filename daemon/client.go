@@ -13,9 +13,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -115,10 +117,12 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
+var _ registry.Service = (*Client)(nil)
+
 // Start starts a process. A process the backend could not start is
 // returned (state failed) with an error carrying its Reason.
-func (c *Client) Start(ctx context.Context, req StartRequest) (registry.Info, error) {
-	resp, err := c.send(ctx, http.MethodPost, "/processes", nil, req)
+func (c *Client) Start(ctx context.Context, opts registry.StartOptions) (registry.Info, error) {
+	resp, err := c.send(ctx, http.MethodPost, "/processes", nil, startRequest(opts))
 	if err != nil {
 		return registry.Info{}, err
 	}
@@ -179,7 +183,7 @@ func (c *Client) Poll(ctx context.Context, id string, since int64) (registry.Pol
 func (c *Client) Follow(ctx context.Context, id string, since int64, onChunk func(OutputChunk) error) (registry.Info, error) {
 	q := url.Values{"since": {strconv.FormatInt(since, 10)}, "follow": {"1"}}
 	var final registry.Info
-	err := c.stream(ctx, "/processes/"+url.PathEscape(id)+"/output", q, func(event string, data []byte) (bool, error) {
+	err := c.stream(ctx, http.MethodGet, "/processes/"+url.PathEscape(id)+"/output", q, nil, func(event string, data []byte) (bool, error) {
 		switch event {
 		case "output":
 			var ch OutputChunk
@@ -202,8 +206,8 @@ func (c *Client) Follow(ctx context.Context, id string, since int64, onChunk fun
 	return final, err
 }
 
-// Events returns the daemon's recent events (at most 256).
-func (c *Client) Events(ctx context.Context) ([]registry.Event, error) {
+// History returns the daemon's recent events (at most 256).
+func (c *Client) History(ctx context.Context) ([]registry.Event, error) {
 	var evs []registry.Event
 	err := c.do(ctx, http.MethodGet, "/events", nil, nil, &evs)
 	return evs, err
@@ -213,7 +217,7 @@ func (c *Client) Events(ctx context.Context) ([]registry.Event, error) {
 // onEvent returns an error. ready, when non-nil, is called once the
 // subscription exists.
 func (c *Client) FollowEvents(ctx context.Context, ready func(), onEvent func(registry.Event) error) error {
-	return c.stream(ctx, "/events", url.Values{"follow": {"1"}}, func(event string, data []byte) (bool, error) {
+	return c.stream(ctx, http.MethodGet, "/events", url.Values{"follow": {"1"}}, nil, func(event string, data []byte) (bool, error) {
 		switch event {
 		case "":
 			if ready != nil {
@@ -232,8 +236,8 @@ func (c *Client) FollowEvents(ctx context.Context, ready func(), onEvent func(re
 
 // stream reads an SSE response; on gets each event (comments as event "")
 // and says whether to go on.
-func (c *Client) stream(ctx context.Context, path string, q url.Values, on func(event string, data []byte) (bool, error)) error {
-	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
+func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body any, on func(event string, data []byte) (bool, error)) error {
+	resp, err := c.send(ctx, method, path, q, body)
 	if err != nil {
 		return err
 	}
@@ -277,18 +281,19 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values, on func(
 	return ctx.Err()
 }
 
-// Wait waits for the process to end, or timeout (0: no limit): then
-// TimedOut is set and the process still runs.
-func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (WaitResponse, error) {
+// Wait waits for the process to end, or timeout (0: no limit): then the
+// error matches registry.ErrWaitTimeout, the Info is the current snapshot
+// and the process still runs.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (registry.Info, error) {
 	return c.wait(ctx, id, timeout, false)
 }
 
 // WaitTree is Wait until nothing of the process's tree is left either.
-func (c *Client) WaitTree(ctx context.Context, id string, timeout time.Duration) (WaitResponse, error) {
+func (c *Client) WaitTree(ctx context.Context, id string, timeout time.Duration) (registry.Info, error) {
 	return c.wait(ctx, id, timeout, true)
 }
 
-func (c *Client) wait(ctx context.Context, id string, timeout time.Duration, tree bool) (WaitResponse, error) {
+func (c *Client) wait(ctx context.Context, id string, timeout time.Duration, tree bool) (registry.Info, error) {
 	q := url.Values{}
 	if timeout > 0 {
 		q.Set("timeout", timeout.String())
@@ -297,12 +302,18 @@ func (c *Client) wait(ctx context.Context, id string, timeout time.Duration, tre
 		q.Set("tree", "1")
 	}
 	var wr WaitResponse
-	err := c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/wait", q, struct{}{}, &wr)
-	return wr, err
+	if err := c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/wait", q, struct{}{}, &wr); err != nil {
+		return wr.Info, err
+	}
+	if wr.TimedOut {
+		return wr.Info, fmt.Errorf("daemon: wait %s: %w: still running after %s", wr.ID, registry.ErrWaitTimeout, timeout)
+	}
+	return wr.Info, nil
 }
 
 // Kill kills a process tree.
-func (c *Client) Kill(ctx context.Context, id string, req KillRequest) (registry.KillResult, error) {
+func (c *Client) Kill(ctx context.Context, id string, opts registry.KillOptions) (registry.KillResult, error) {
+	req := KillRequest{Signal: opts.Signal, Grace: durationString(opts.Grace), Force: opts.Force, NoEscalate: opts.NoEscalate}
 	resp, err := c.send(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/kill", nil, req)
 	if err != nil {
 		return registry.KillResult{}, err
@@ -323,16 +334,49 @@ func (c *Client) Kill(ctx context.Context, id string, req KillRequest) (registry
 	return out.KillResult, nil
 }
 
-// KillAll kills every running process carrying all of req.Labels.
-func (c *Client) KillAll(ctx context.Context, req KillAllRequest) ([]registry.KillResult, error) {
+// KillAll kills every running process carrying all of opts.Labels.
+func (c *Client) KillAll(ctx context.Context, opts registry.KillAllOptions) ([]registry.KillResult, error) {
+	req := KillAllRequest{Labels: opts.Labels, Signal: opts.Signal, Grace: durationString(opts.Grace), NoEscalate: opts.NoEscalate}
 	var out []registry.KillResult
 	err := c.do(ctx, http.MethodPost, "/kill", nil, req, &out)
 	return out, err
 }
 
 // Resize changes the terminal size of a process started with a PTY.
-func (c *Client) Resize(ctx context.Context, id string, rows, cols uint16) error {
-	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/resize", nil, ResizeRequest{Rows: rows, Cols: cols}, nil)
+func (c *Client) Resize(ctx context.Context, id string, size env.WindowSize) error {
+	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/resize", nil, ResizeRequest{Rows: size.Rows, Cols: size.Cols}, nil)
+}
+
+// Write writes data to the process's stdin.
+func (c *Client) Write(ctx context.Context, id string, data []byte) error {
+	return c.Send(ctx, id, data, false)
+}
+
+// CloseStdin closes the process's stdin.
+func (c *Client) CloseStdin(ctx context.Context, id string) error {
+	return c.Send(ctx, id, nil, true)
+}
+
+// Submit writes line and the key that submits it.
+func (c *Client) Submit(ctx context.Context, id, line string) error {
+	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/submit", nil, SubmitRequest{Line: line}, nil)
+}
+
+// Log returns a window of the process's output lines.
+func (c *Client) Log(ctx context.Context, id string, opts registry.LogOptions) (registry.LogResult, error) {
+	q := url.Values{}
+	if opts.Offset != 0 {
+		q.Set("offset", strconv.Itoa(opts.Offset))
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Strip {
+		q.Set("strip", "1")
+	}
+	var lr registry.LogResult
+	err := c.do(ctx, http.MethodGet, "/processes/"+url.PathEscape(id)+"/log", q, nil, &lr)
+	return lr, err
 }
 
 // Send writes data to the process's stdin and closes it when eof is set.
@@ -340,9 +384,25 @@ func (c *Client) Send(ctx context.Context, id string, data []byte, eof bool) err
 	return c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/stdin", nil, StdinRequest{Data: data, EOF: eof}, nil)
 }
 
-// Remove forgets a finished process. With force, whatever of its tree
-// still runs is killed first.
-func (c *Client) Remove(ctx context.Context, id string, force bool) (string, error) {
+// Remove forgets a finished process.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	_, err := c.remove(ctx, id, false)
+	return err
+}
+
+// RemoveForce kills whatever of the process's tree still runs, then
+// forgets it.
+func (c *Client) RemoveForce(ctx context.Context, id string) error {
+	_, err := c.remove(ctx, id, true)
+	return err
+}
+
+// RemoveID is Remove or RemoveForce that returns the full ID removed.
+func (c *Client) RemoveID(ctx context.Context, id string, force bool) (string, error) {
+	return c.remove(ctx, id, force)
+}
+
+func (c *Client) remove(ctx context.Context, id string, force bool) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
@@ -361,3 +421,167 @@ func (c *Client) Shutdown(ctx context.Context, killAll bool) (ShutdownResponse, 
 	err := c.do(ctx, http.MethodPost, "/shutdown", nil, ShutdownRequest{KillAll: killAll}, &out)
 	return out, err
 }
+
+// Events subscribes to the events published from now on: it returns once
+// the daemon holds the subscription, so no later event is missed.
+func (c *Client) Events(ctx context.Context) (registry.EventStream, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	es := &eventStream{cancel: cancel, events: make(chan registry.Event, 64), done: make(chan struct{})}
+	ready := make(chan struct{})
+	go func() {
+		defer close(es.done)
+		es.err = c.FollowEvents(sctx, func() {
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+		}, func(ev registry.Event) error {
+			select {
+			case es.events <- ev:
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+	}()
+	select {
+	case <-ready:
+		return es, nil
+	case <-es.done:
+		cancel()
+		return nil, fmt.Errorf("daemon: subscribe to events: %w", es.err)
+	case <-ctx.Done():
+		cancel()
+		<-es.done
+		return nil, ctx.Err()
+	}
+}
+
+// eventStream is an event subscription over one SSE response. Unlike the
+// registry's, it does not drop events: a slow reader holds the stream
+// back, and the daemon's subscription drops (and counts) them instead.
+type eventStream struct {
+	cancel context.CancelFunc
+	events chan registry.Event
+	done   chan struct{} // closed when the stream ended; err is set then
+	err    error
+}
+
+func (es *eventStream) Next(ctx context.Context) (registry.Event, error) {
+	select {
+	case ev := <-es.events:
+		return ev, nil
+	case <-ctx.Done():
+		return registry.Event{}, ctx.Err()
+	case <-es.done:
+		select {
+		case ev := <-es.events:
+			return ev, nil
+		default:
+		}
+		return registry.Event{}, fmt.Errorf("daemon: next event: %w (%v)", registry.ErrClosed, es.err)
+	}
+}
+
+func (es *eventStream) Close() {
+	es.cancel()
+	<-es.done
+}
+
+// Run runs a foreground process in the daemon, streaming its output to
+// opts.Output while it runs. The connection is the process's lease: if
+// this client dies, the daemon kills the tree. Cancelling ctx kills the
+// tree with opts.Grace, as the registry does, and returns the result with
+// ctx's error.
+func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.RunResult, error) {
+	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: durationString(opts.Timeout),
+		IdleTimeout: durationString(opts.IdleTimeout), YieldAfter: durationString(opts.YieldAfter), Grace: durationString(opts.Grace)}
+	// The stream outlives ctx: after a cancel it brings the result of the
+	// kill. It is cut only when the process never got an ID to kill by,
+	// and then the daemon kills whatever started as the lease ends.
+	streamCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	var (
+		mu      sync.Mutex
+		id      string
+		kill    *registry.KillResult
+		killErr error
+		killed  = make(chan struct{})
+	)
+	stop := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		mu.Lock()
+		target := id
+		mu.Unlock()
+		if target == "" {
+			cut()
+			return
+		}
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Grace+runKillBound)
+		defer cancel()
+		res, err := c.Kill(kctx, target, registry.KillOptions{Grace: opts.Grace})
+		mu.Lock()
+		kill, killErr = &res, err
+		mu.Unlock()
+	})
+	out := opts.Output
+	var end RunEnd
+	gotEnd := false
+	err := c.stream(streamCtx, http.MethodPost, "/run", nil, req, func(event string, data []byte) (bool, error) {
+		switch event {
+		case "started":
+			var in registry.Info
+			if err := json.Unmarshal(data, &in); err != nil {
+				return false, err
+			}
+			mu.Lock()
+			id = in.ID
+			mu.Unlock()
+			if opts.Started != nil {
+				opts.Started(in)
+			}
+		case "output":
+			var ch OutputChunk
+			if err := json.Unmarshal(data, &ch); err != nil {
+				return false, err
+			}
+			if out != nil {
+				if _, err := out.Write(ch.Data); err != nil {
+					out = nil // as in process: a write error stops only the streaming
+				}
+			}
+		case "end":
+			gotEnd = true
+			return false, json.Unmarshal(data, &end)
+		}
+		return true, nil
+	})
+	res := end.RunResult
+	if !stop() {
+		// ctx ended before the stream did: its kill ran.
+		<-killed
+		mu.Lock()
+		defer mu.Unlock()
+		if kill != nil {
+			res.Kill = kill
+		}
+		if killErr != nil {
+			return res, fmt.Errorf("daemon: run %s: %w (and the kill failed: %v)", res.ID, ctx.Err(), killErr)
+		}
+		return res, fmt.Errorf("daemon: run %s: %w", res.ID, ctx.Err())
+	}
+	if err != nil {
+		return res, err
+	}
+	if !gotEnd {
+		return res, fmt.Errorf("daemon: run: the stream ended without a result (the daemon stopped?)")
+	}
+	if end.Error != "" {
+		return res, &APIError{Status: http.StatusOK, Code: end.Code, Message: end.Error}
+	}
+	return res, nil
+}
+
+// runKillBound bounds a cancelled Run's kill beyond the grace.
+const runKillBound = 20 * time.Second

@@ -63,7 +63,7 @@ func startDaemon(t *testing.T) (*Client, Paths) {
 	t.Cleanup(func() {
 		kctx, kcancel := context.WithTimeout(context.Background(), generous)
 		defer kcancel()
-		c.KillAll(kctx, KillAllRequest{Grace: "100ms"})
+		c.KillAll(kctx, registry.KillAllOptions{Grace: 100 * time.Millisecond})
 		c.CloseIdle()
 		cancel()
 		if err := <-done; err != nil {
@@ -105,7 +105,7 @@ func TestLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 
-	in, err := c.Start(ctx, StartRequest{Command: "read line; echo got:$line; seq 1 3000; exit 5", Stdin: true, Labels: map[string]string{"t": "life"}})
+	in, err := c.Start(ctx, registry.StartOptions{Command: "read line; echo got:$line; seq 1 3000; exit 5", Stdin: true, Labels: map[string]string{"t": "life"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLifecycle(t *testing.T) {
 	if out.String() != want.String() || fin.State != registry.StateExited {
 		t.Fatalf("followed %d bytes (want %d), final %s", out.Len(), want.Len(), fin.State)
 	}
-	if _, err := c.Remove(ctx, in.ID, false); err != nil {
+	if _, err := c.RemoveID(ctx, in.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(ctx, in.ID); !errors.Is(err, registry.ErrNotFound) {
@@ -159,12 +159,12 @@ func TestWaitTimeout(t *testing.T) {
 	c, _ := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	in, err := c.Start(ctx, StartRequest{Command: "sleep 6123.7"})
+	in, err := c.Start(ctx, registry.StartOptions{Command: "sleep 6123.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wr, err := c.Wait(ctx, in.ID, 50*time.Millisecond)
-	if err != nil || !wr.TimedOut || wr.State != registry.StateRunning {
+	if !errors.Is(err, registry.ErrWaitTimeout) || wr.State != registry.StateRunning {
 		t.Fatalf("%+v %v", wr, err)
 	}
 }
@@ -178,7 +178,7 @@ func TestConcurrentKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	for range 5 {
-		in, err := c.Start(ctx, StartRequest{Command: "sleep 6124.1"})
+		in, err := c.Start(ctx, registry.StartOptions{Command: "sleep 6124.1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestConcurrentKills(t *testing.T) {
 		res := make([]registry.KillResult, 2)
 		for i, cl := range []*Client{c, c2} {
 			wg.Go(func() {
-				r, err := cl.Kill(ctx, in.ID, KillRequest{Grace: "2s"})
+				r, err := cl.Kill(ctx, in.ID, registry.KillOptions{Grace: 2 * time.Second})
 				if err != nil {
 					t.Errorf("kill: %v", err)
 				}
@@ -221,7 +221,7 @@ func TestEventsFollow(t *testing.T) {
 		}
 	}, func(ev registry.Event) error { got <- ev; return nil })
 	<-ready
-	in, err := c.Start(ctx, StartRequest{Command: "true"})
+	in, err := c.Start(ctx, registry.StartOptions{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestEventsFollow(t *testing.T) {
 		select {
 		case ev := <-got:
 			if ev.Type == registry.EventExited && ev.ID == in.ID {
-				hist, err := c.Events(ctx)
+				hist, err := c.History(ctx)
 				if err != nil || len(hist) == 0 {
 					t.Fatalf("history %v %v", hist, err)
 				}

@@ -52,7 +52,7 @@ func TestNotifiedExitsOverSSE(t *testing.T) {
 
 	want := map[string]int{}
 	for i := range jobs {
-		in, err := c.Start(ctx, StartRequest{Command: fmt.Sprintf("printf 'job\\n\\033[1mresult %d\\033[0m\\n'; exit %d", i, i), Notify: true})
+		in, err := c.Start(ctx, registry.StartOptions{Command: fmt.Sprintf("printf 'job\\n\\033[1mresult %d\\033[0m\\n'; exit %d", i, i), Notify: true})
 		require.NoError(t, err)
 		want[in.ID] = i
 	}
@@ -78,17 +78,17 @@ func TestNotifiedExitsOverSSE(t *testing.T) {
 
 	// An exit the history already holds disappears from it once a caller
 	// received the result.
-	in, err := c.Start(ctx, StartRequest{Command: "exit 9", Notify: true})
+	in, err := c.Start(ctx, registry.StartOptions{Command: "exit 9", Notify: true})
 	require.NoError(t, err)
 	isExit := func(ev registry.Event) bool { return ev.Type == registry.EventExited && ev.ID == in.ID }
 	require.Eventually(t, func() bool {
-		hist, err := c.Events(ctx)
+		hist, err := c.History(ctx)
 		return err == nil && slices.ContainsFunc(hist, isExit)
 	}, generous, 5*time.Millisecond, "the exit reaches the history")
 	wr, err := c.Wait(ctx, in.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, 9, wr.Status.Code)
-	hist, err := c.Events(ctx)
+	hist, err := c.History(ctx)
 	require.NoError(t, err)
 	assert.False(t, slices.ContainsFunc(hist, isExit), "a consumed exit is served again from the history")
 }

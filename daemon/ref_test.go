@@ -16,7 +16,7 @@ func TestRefOnlyWhenAsked(t *testing.T) {
 	c, _ := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	in, err := c.Start(ctx, StartRequest{Command: "sleep 30", Labels: map[string]string{"t": "ref"}})
+	in, err := c.Start(ctx, registry.StartOptions{Command: "sleep 30", Labels: map[string]string{"t": "ref"}})
 	require.NoError(t, err)
 	require.True(t, in.Detached, "the local backend detaches background processes")
 	assert.Nil(t, in.Ref, "start")

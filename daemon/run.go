@@ -128,7 +128,8 @@ func Run(ctx context.Context, cfg Config) error {
 			Socket: p.Socket, StateFile: p.StateFile(), Processes: map[registry.State]int{},
 			Recovered: rep, Notice: rep.Notice, PeerCred: peerCredSupported,
 		}
-		for _, in := range reg.List(registry.ListOptions{All: true}) {
+		all, _ := reg.List(context.Background(), registry.ListOptions{All: true})
+		for _, in := range all {
 			st.Processes[in.State]++
 		}
 		var cerr error

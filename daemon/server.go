@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -87,6 +88,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/processes/{id}/kill", s.handleKill)
 	mux.HandleFunc("POST "+v+"/processes/{id}/stdin", s.handleStdin)
 	mux.HandleFunc("POST "+v+"/processes/{id}/resize", s.handleResize)
+	mux.HandleFunc("POST "+v+"/processes/{id}/submit", s.handleSubmit)
+	mux.HandleFunc("GET "+v+"/processes/{id}/log", s.handleLog)
+	mux.HandleFunc("POST "+v+"/run", s.handleRun)
 	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
 	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
@@ -149,7 +153,12 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.Labels = labels
-	writeJSON(w, http.StatusOK, s.reg.List(opts))
+	list, err := s.reg.List(r.Context(), opts)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // parseLabels parses "k=v" selectors.
@@ -174,17 +183,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	opts := registry.StartOptions{
-		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
-		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
-	}
-	if req.PTY || req.PTYSize != nil {
-		size := env.DefaultWindowSize
-		if req.PTYSize != nil {
-			size = *req.PTYSize
-		}
-		opts.PTY = &size
-	}
+	opts := req.Options()
 	// The process must not depend on this request: a client that hangs up
 	// while the backend starts it does not cancel the start.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Minute)
@@ -203,7 +202,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	in, err := s.reg.Get(r.PathValue("id"))
+	in, err := s.reg.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -538,4 +537,129 @@ func (s *sseWriter) send(event string, v any) bool {
 func (s *sseWriter) comment(c string) {
 	fmt.Fprintf(s.w, ": %s\n\n", c)
 	s.f.Flush()
+}
+
+// handleRun runs a foreground process and streams it back; see RunRequest.
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	var req RunRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	// The server notices a client that hangs up only once the body has
+	// been read to its end: the lease depends on it.
+	_, _ = io.Copy(io.Discard, r.Body)
+	opts := registry.RunOptions{StartOptions: req.Options()}
+	for _, d := range []struct {
+		name string
+		s    string
+		to   *time.Duration
+	}{{"timeout", req.Timeout, &opts.Timeout}, {"idle_timeout", req.IdleTimeout, &opts.IdleTimeout},
+		{"yield_after", req.YieldAfter, &opts.YieldAfter}, {"grace", req.Grace, &opts.Grace}} {
+		v, err := parseDuration(d.name, d.s)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		*d.to = v
+	}
+	sse, ok := newSSE(w)
+	if !ok {
+		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		return
+	}
+	// The started event and the output come from the registry's
+	// goroutines; the end from this one.
+	var mu sync.Mutex
+	var offset int64
+	gone := false
+	opts.Started = func(in registry.Info) {
+		mu.Lock()
+		defer mu.Unlock()
+		gone = !sse.send("started", in)
+	}
+	opts.Output = writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if gone || !sse.send("output", OutputChunk{Offset: offset, Data: p}) {
+			gone = true
+			return 0, errClientGone
+		}
+		offset += int64(len(p))
+		return len(p), nil
+	})
+	// The request's context is the lease: a client that goes away
+	// cancels Run, which kills the tree before returning. So does a
+	// daemon that stops.
+	ctx, cancel := mergeDone(r.Context(), s.ctx)
+	defer cancel()
+	res, err := s.reg.Run(ctx, opts)
+	if err != nil && r.Context().Err() != nil {
+		s.log.Info("run client went away; killed its process tree", "id", res.ID, "state", res.State)
+	}
+	end := RunEnd{RunResult: res}
+	if err != nil {
+		_, end.Code = errorCode(err)
+		end.Error = err.Error()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sse.send("end", end)
+}
+
+var errClientGone = errors.New("daemon: the client went away")
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	id, err := s.reg.Resolve(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if err := s.reg.Submit(r.Context(), id, req.Line); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id})
+}
+
+// handleLog answers GET /v1/processes/{id}/log?offset=N&limit=N&strip=1
+// with a registry.LogResult.
+func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
+	var opts registry.LogOptions
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{"offset", &opts.Offset}, {"limit", &opts.Limit}} {
+		v := r.URL.Query().Get(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.fail(w, fmt.Errorf("%w: %s=%q: give a whole number", registry.ErrInvalidOptions, f.name, v))
+			return
+		}
+		*f.to = n
+	}
+	strip, err := boolParam(r, "strip")
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	opts.Strip = strip
+	res, err := s.reg.Log(r.Context(), r.PathValue("id"), opts)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
+	"github.com/corralhq/corral/registry"
 )
 
 // BenchmarkStartTrue compares starting `true` through the daemon with the
@@ -67,7 +68,7 @@ func BenchmarkStartTrue(b *testing.B) {
 	})
 	b.Run("client", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := c.Start(ctx, daemon.StartRequest{Command: "true", Dir: "/"}); err != nil {
+			if _, err := c.Start(ctx, registry.StartOptions{Command: "true", Dir: "/"}); err != nil {
 				b.Fatal(err)
 			}
 		}

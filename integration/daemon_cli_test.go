@@ -302,7 +302,7 @@ func TestDaemonPS1000(t *testing.T) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if _, err := c.Start(ctx, daemon.StartRequest{Command: "true", Labels: map[string]string{"bulk": "1"}}); err != nil {
+			if _, err := c.Start(ctx, registry.StartOptions{Command: "true", Labels: map[string]string{"bulk": "1"}}); err != nil {
 				errs <- err
 			}
 		})

@@ -123,7 +123,9 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 	)
 	switch in.Action {
 	case "list":
-		out = ListResult{Processes: s.reg.List(registry.ListOptions{All: true})}
+		var list []registry.Info
+		list, err = s.reg.List(ctx, registry.ListOptions{All: true})
+		out = ListResult{Processes: list}
 	case "poll":
 		out, err = s.poll(ctx, se, in, false)
 	case "wait":
@@ -262,7 +264,7 @@ func (s *Server) stdin(ctx context.Context, in ProcessInput) (StdinResult, error
 	if err != nil {
 		return StdinResult{}, err
 	}
-	info, err := s.reg.Get(in.ID)
+	info, err := s.reg.Get(ctx, in.ID)
 	if err != nil {
 		return StdinResult{}, err
 	}

@@ -61,6 +61,7 @@ type checkpointRecord struct {
 	PTY         bool              `json:"pty,omitempty"`
 	Stdin       bool              `json:"stdin,omitempty"`
 	Detached    bool              `json:"detached,omitempty"`
+	Foreground  bool              `json:"foreground,omitempty"`
 	Notify      bool              `json:"notify,omitempty"`
 	CreatedAt   time.Time         `json:"created_at"`
 	StartedAt   time.Time         `json:"started_at,omitzero"`
@@ -90,7 +91,7 @@ func (p *proc) recordLocked() checkpointRecord {
 	in := p.infoLocked()
 	rec := checkpointRecord{
 		ID: in.ID, Backend: in.Backend, Command: in.Command, Dir: in.Dir, Labels: in.Labels,
-		State: in.State, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Notify: in.Notify,
+		State: in.State, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Foreground: in.Foreground, Notify: in.Notify,
 		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, EndedAt: in.EndedAt,
 		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason,
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,

@@ -73,7 +73,7 @@ func TestRecoverStateFileV1(t *testing.T) {
 	// A running process without a Ref cannot be re-attached.
 	assert.Equal(t, 1, rep.Restored[StateLost])
 
-	in, err := r.Get("proc_0123456789ab")
+	in, err := r.Get(t.Context(), "proc_0123456789ab")
 	require.NoError(t, err)
 	at := func(s string) time.Time {
 		tm, err := time.Parse(time.RFC3339, s)
@@ -89,7 +89,7 @@ func TestRecoverStateFileV1(t *testing.T) {
 		Reason:      "killed by request", TimedOut: TimedOutIdle, WatchDisabled: true,
 	}, in)
 
-	lost, err := r.Get("proc_0123456789ac")
+	lost, err := r.Get(t.Context(), "proc_0123456789ac")
 	require.NoError(t, err)
 	assert.Equal(t, StateLost, lost.State)
 	assert.True(t, lost.Detached)

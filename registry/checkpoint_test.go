@@ -93,10 +93,13 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	}
 	// Output of the running one complete before the restart, so the
 	// comparison after it is about the recovered buffer.
-	require.Eventually(t, func() bool { in, _ := r1.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+	require.Eventually(t, func() bool {
+		in, _ := r1.Get(t.Context(), running)
+		return in.OutputBytes >= int64(len(seqOutput(2000)))
+	},
 		generous, poll, "waiting for all the runner's output before the restart")
 	var vanishInfo Info
-	for _, in := range r1.List(ListOptions{All: true, WithRef: true}) {
+	for _, in := range listed(t, r1, ListOptions{All: true, WithRef: true}) {
 		if in.ID == vanish {
 			vanishInfo = in
 		}
@@ -144,11 +147,14 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 
-	in, err := r2.Get(running)
+	in, err := r2.Get(t.Context(), running)
 	if err != nil || in.State != StateRunning || in.Labels["role"] != "runner" {
 		t.Fatalf("running process after recovery: %+v, %v", in, err)
 	}
-	require.Eventually(t, func() bool { in, _ := r2.Get(running); return in.OutputBytes >= int64(len(seqOutput(2000))) },
+	require.Eventually(t, func() bool {
+		in, _ := r2.Get(t.Context(), running)
+		return in.OutputBytes >= int64(len(seqOutput(2000)))
+	},
 		generous, poll, "waiting for all the runner's output after the recovery")
 	pr, _ := r2.Poll(ctx, running, 0)
 	if string(pr.Output) != seqOutput(2000) {
@@ -162,18 +168,18 @@ func TestCheckpointRecoverLocal(t *testing.T) {
 	if pr, _ := r2.Poll(ctx, laterExit, 0); string(pr.Output) != "b1\nb2\n" {
 		t.Fatalf("output %q", pr.Output)
 	}
-	in, _ = r2.Get(killed)
+	in, _ = r2.Get(t.Context(), killed)
 	if in.State != StateKilled || in.Status == nil || in.Status.Signal != env.SIGTERM {
 		t.Fatalf("killed process: %+v", in)
 	}
-	in, _ = r2.Get(exited)
+	in, _ = r2.Get(t.Context(), exited)
 	if in.State != StateExited || in.Status == nil || in.Status.Code != 3 {
 		t.Fatalf("exited process: %+v", in)
 	}
 	if pr, _ := r2.Poll(ctx, exited, 0); string(pr.Output) != "done-d\n" {
 		t.Fatalf("finished output not refilled: %q", pr.Output)
 	}
-	in, _ = r2.Get(vanish)
+	in, _ = r2.Get(t.Context(), vanish)
 	if in.State != StateLost || !strings.Contains(in.Reason, "re-attach") {
 		t.Fatalf("vanished process: %+v", in)
 	}
@@ -262,7 +268,7 @@ func TestRecoverCorruptStateFile(t *testing.T) {
 			if err != nil || string(aside) != content {
 				t.Fatalf("set-aside file: %q %v", aside, err)
 			}
-			if len(r.List(ListOptions{All: true})) != 0 {
+			if len(listed(t, r, ListOptions{All: true})) != 0 {
 				t.Fatal("processes from a corrupt file")
 			}
 			require.NoError(t, r.Checkpoint())
@@ -291,11 +297,11 @@ func TestRecoverMalformedRecordsSkipped(t *testing.T) {
 	if rep.Skipped != 1 || rep.Restored[StateExited] != 1 || rep.Restored[StateLost] != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	in, err := r.Get("proc_0123456789ab")
+	in, err := r.Get(t.Context(), "proc_0123456789ab")
 	if err != nil || in.Status == nil || in.Status.Code != 4 {
 		t.Fatalf("%+v %v", in, err)
 	}
-	in, _ = r.Get("proc_0123456789ac")
+	in, _ = r.Get(t.Context(), "proc_0123456789ac")
 	if in.State != StateLost || !strings.Contains(in.Reason, "not started detached") {
 		t.Fatalf("%+v", in)
 	}

@@ -200,7 +200,7 @@ func TestLocalFloodIsolation(t *testing.T) {
 	ctx := ctxT(t)
 	flood, err := r.Start(ctx, StartOptions{Command: "yes corral-flood-test"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { g, _ := r.Get(flood.ID); return g.OutputBytes > 1<<20 },
+	require.Eventually(t, func() bool { g, _ := r.Get(t.Context(), flood.ID); return g.OutputBytes > 1<<20 },
 		generous, poll, "waiting for 1 MiB of flood output")
 	for range 5 {
 		res, err := r.Run(ctx, RunOptions{StartOptions: StartOptions{Command: "echo quiet"}})
@@ -210,7 +210,7 @@ func TestLocalFloodIsolation(t *testing.T) {
 		if _, err := r.Poll(ctx, flood.ID, 0); err != nil {
 			t.Fatal(err)
 		}
-		r.List(ListOptions{})
+		listed(t, r, ListOptions{})
 	}
 	if res, err := r.Kill(ctx, flood.ID, KillOptions{}); err != nil || res.State != StateKilled {
 		t.Fatalf("Kill flood = %+v %v", res, err)

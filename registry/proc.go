@@ -63,6 +63,7 @@ type proc struct {
 	timedOut   string
 	ref        *env.Ref
 	detached   bool
+	foreground bool // immutable: started by Run without YieldAfter
 	handle     env.Process
 	reader     io.ReadCloser
 	killReason State // StateKilled or StateTimedOut once our signal was delivered
@@ -88,6 +89,7 @@ func (p *proc) infoLocked() Info {
 		PTY:           p.opts.PTY != nil,
 		Stdin:         p.opts.Stdin,
 		Detached:      p.detached,
+		Foreground:    p.foreground,
 		Notify:        p.opts.Notify,
 		CreatedAt:     p.createdAt,
 		StartedAt:     p.startedAt,
@@ -126,7 +128,7 @@ func (p *proc) closeReader() {
 // nothing. A process the backend could not start is registered in state
 // failed (Reason says why) and its Info is returned with the error.
 func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
-	p, err := r.start(ctx, opts, true, nil)
+	p, err := r.start(ctx, opts, startHow{detach: true})
 	if p == nil {
 		return Info{}, err
 	}
@@ -134,7 +136,15 @@ func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 	return p.info(), err
 }
 
-func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, tee io.Writer) (*proc, error) {
+// startHow is what differs between Start and Run's starts.
+type startHow struct {
+	detach     bool       // where the backend can re-attach
+	foreground bool       // a Run's caller waits for it (Info.Foreground)
+	tee        io.Writer  // Run's live output
+	started    func(Info) // RunOptions.Started
+}
+
+func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
 	if opts.Backend == "" {
 		opts.Backend = r.cfg.DefaultBackend
 	}
@@ -162,19 +172,20 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 	}
 	now := time.Now()
 	p := &proc{
-		r:         r,
-		backend:   opts.Backend,
-		opts:      opts,
-		createdAt: now,
-		buf:       NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
-		watch:     w,
-		started:   make(chan struct{}),
-		done:      make(chan struct{}),
-		treeDone:  make(chan struct{}),
-		treeKick:  make(chan struct{}, 1),
-		killTurn:  make(chan struct{}, 1),
-		state:     StateStarting,
-		tee:       tee,
+		r:          r,
+		backend:    opts.Backend,
+		opts:       opts,
+		createdAt:  now,
+		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
+		watch:      w,
+		started:    make(chan struct{}),
+		done:       make(chan struct{}),
+		treeDone:   make(chan struct{}),
+		treeKick:   make(chan struct{}, 1),
+		killTurn:   make(chan struct{}, 1),
+		state:      StateStarting,
+		tee:        how.tee,
+		foreground: how.foreground,
 	}
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
@@ -189,7 +200,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 		return p, err
 	}
 	caps := e.Capabilities()
-	if detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY) {
+	if how.detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY) {
 		spec.Detach = true
 	}
 	p.replay = caps.ReplayOutput || spec.Detach
@@ -227,6 +238,10 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, detach bool, te
 	close(p.started)
 	r.stateChanged()
 	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
+	if how.started != nil {
+		// Before the copier starts: no output reaches the tee before it.
+		how.started(p.info())
+	}
 	go p.monitor()
 	r.ev.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
 		Summary: fmt.Sprintf("%s started: %s", p.id, clip(opts.Command, 200))})

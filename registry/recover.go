@@ -197,6 +197,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		timedOut:   rec.TimedOut,
 		ref:        rec.Ref,
 		detached:   rec.Detached,
+		foreground: rec.Foreground,
 		killReason: rec.KillReason,
 	}
 	p.cond.L = &p.mu

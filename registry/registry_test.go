@@ -89,6 +89,14 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 	return f
 }
 
+// listed is List in tests: in process it cannot fail.
+func listed(t testing.TB, r *Registry, opts ListOptions) []Info {
+	t.Helper()
+	l, err := r.List(t.Context(), opts)
+	require.NoError(t, err)
+	return l
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	t.Cleanup(cancel)
@@ -130,7 +138,7 @@ func TestIDs(t *testing.T) {
 			}
 		}
 		for _, bad := range []string{"", "proc_", "abc", "proc_ABCDEF012345", "proc_0123456789abc", "xyz1234", "proc_12 4", "../etc"} {
-			_, err := f.r.Get(bad)
+			_, err := f.r.Get(t.Context(), bad)
 			if !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), "12 lowercase hex digits") {
 				t.Errorf("Get(%q) = %v, want ErrInvalidID naming the expected form", bad, err)
 			}
@@ -151,7 +159,7 @@ func TestIDs(t *testing.T) {
 				t.Errorf("%s with a bad ID: %v, want ErrInvalidID", name, err)
 			}
 		}
-		if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrNotFound) || strings.Contains(err.Error(), "corral ") {
+		if _, err := f.r.Get(t.Context(), "proc_000000000000"); !errors.Is(err, ErrNotFound) || strings.Contains(err.Error(), "corral ") {
 			t.Errorf("unknown ID: %v, want ErrNotFound, in the registry's words (the front ends name their own commands)", err)
 		}
 	})
@@ -193,10 +201,10 @@ func TestLifecycleAndPoll(t *testing.T) {
 		if in.Ref != nil {
 			t.Fatalf("Start returned the backend-private Ref %+v", in.Ref)
 		}
-		if l := f.r.List(ListOptions{WithRef: true}); len(l) != 1 || l[0].Ref == nil {
+		if l := listed(t, f.r, ListOptions{WithRef: true}); len(l) != 1 || l[0].Ref == nil {
 			t.Fatalf("List with WithRef: %+v", l)
 		}
-		if l := f.r.List(ListOptions{}); len(l) != 1 || l[0].Ref != nil {
+		if l := listed(t, f.r, ListOptions{}); len(l) != 1 || l[0].Ref != nil {
 			t.Fatalf("List without WithRef: %+v", l)
 		}
 		if fp.Spec().Tag != in.ID || !fp.Spec().Detach {
@@ -257,7 +265,7 @@ func TestKilledIsNeverAPlainExit(t *testing.T) {
 		if res.State != StateKilled || res.Status == nil || res.Status.Code != 0 || res.Status.Signal != "" {
 			t.Fatalf("Kill = %+v", res)
 		}
-		got, _ := f.r.Get(in.ID)
+		got, _ := f.r.Get(t.Context(), in.ID)
 		if got.State != StateKilled {
 			t.Fatalf("state %s", got.State)
 		}
@@ -422,7 +430,7 @@ func TestLostAndFailed(t *testing.T) {
 		if !errors.Is(err, env.ErrDirNotFound) || failed.State != StateFailed || failed.ID == "" || failed.Reason == "" {
 			t.Fatalf("failed start: %+v %v", failed, err)
 		}
-		if got, err := f.r.Get(failed.ID); err != nil || got.State != StateFailed {
+		if got, err := f.r.Get(t.Context(), failed.ID); err != nil || got.State != StateFailed {
 			t.Fatalf("failed process not tracked: %+v %v", got, err)
 		}
 
@@ -498,26 +506,26 @@ func TestListAndKillAll(t *testing.T) {
 			}
 			return strings.Join(s, ",")
 		}
-		if got := ids(f.r.List(ListOptions{})); got != a.ID+","+b.ID {
+		if got := ids(listed(t, f.r, ListOptions{})); got != a.ID+","+b.ID {
 			t.Fatalf("running: %s", got)
 		}
-		if got := ids(f.r.List(ListOptions{All: true})); got != a.ID+","+b.ID+","+c.ID {
+		if got := ids(listed(t, f.r, ListOptions{All: true})); got != a.ID+","+b.ID+","+c.ID {
 			t.Fatalf("all: %s", got)
 		}
-		if got := ids(f.r.List(ListOptions{All: true, Labels: map[string]string{"team": "x"}})); got != a.ID+","+c.ID {
+		if got := ids(listed(t, f.r, ListOptions{All: true, Labels: map[string]string{"team": "x"}})); got != a.ID+","+c.ID {
 			t.Fatalf("labels: %s", got)
 		}
-		if got := ids(f.r.List(ListOptions{States: []State{StateExited}})); got != c.ID {
+		if got := ids(listed(t, f.r, ListOptions{States: []State{StateExited}})); got != c.ID {
 			t.Fatalf("states: %s", got)
 		}
-		if got := ids(f.r.List(ListOptions{Backend: "other"})); got != "" {
+		if got := ids(listed(t, f.r, ListOptions{Backend: "other"})); got != "" {
 			t.Fatalf("backend: %s", got)
 		}
 		res, err := f.r.KillAll(ctxT(t), KillAllOptions{Labels: map[string]string{"team": "x"}})
 		if err != nil || len(res) != 1 || res[0].ID != a.ID || res[0].State != StateKilled {
 			t.Fatalf("KillAll = %+v %v", res, err)
 		}
-		if got, _ := f.r.Get(b.ID); got.State != StateRunning {
+		if got, _ := f.r.Get(t.Context(), b.ID); got.State != StateRunning {
 			t.Fatal("KillAll hit a process without the label")
 		}
 	})
@@ -534,7 +542,7 @@ func TestRemove(t *testing.T) {
 		if !fp.Removed() {
 			t.Fatal("the environment's process state was not removed")
 		}
-		if _, err := f.r.Get(in.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := f.r.Get(t.Context(), in.ID); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("after Remove: %v", err)
 		}
 	})
@@ -564,10 +572,10 @@ func TestMaxProcesses(t *testing.T) {
 		_, err = f.r.WaitTree(ctxT(t), infos[0].ID, 0)
 		require.NoError(t, err)
 		f.start(StartOptions{})
-		if _, err := f.r.Get(infos[2].ID); !errors.Is(err, ErrNotFound) {
+		if _, err := f.r.Get(t.Context(), infos[2].ID); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("oldest finished not pruned: %v", err)
 		}
-		if _, err := f.r.Get(infos[0].ID); err != nil {
+		if _, err := f.r.Get(t.Context(), infos[0].ID); err != nil {
 			t.Fatalf("newer finished pruned: %v", err)
 		}
 		if !fps[2].Removed() {
@@ -589,15 +597,15 @@ func TestFinishedTTL(t *testing.T) {
 		require.NoError(t, err)
 		time.Sleep(59 * time.Minute)
 		synctest.Wait()
-		if _, err := f.r.Get(in.ID); err != nil {
+		if _, err := f.r.Get(t.Context(), in.ID); err != nil {
 			t.Fatalf("pruned early: %v", err)
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if _, err := f.r.Get(in.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := f.r.Get(t.Context(), in.ID); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("not pruned after TTL: %v", err)
 		}
-		if _, err := f.r.Get(run.ID); err != nil {
+		if _, err := f.r.Get(t.Context(), run.ID); err != nil {
 			t.Fatalf("running process pruned: %v", err)
 		}
 	})
@@ -625,7 +633,7 @@ func TestLog(t *testing.T) {
 		in, fp := f.start(StartOptions{})
 		fp.WriteOutput("\x1b[31mred\x1b[0m\nline2\n")
 		ctx := ctxT(t)
-		require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes > 0 },
+		require.Eventually(t, func() bool { g, _ := f.r.Get(t.Context(), in.ID); return g.OutputBytes > 0 },
 			generous, poll, "waiting for the output")
 		lr, err := f.r.Log(ctx, in.ID, LogOptions{Strip: true})
 		if err != nil || strings.Join(lr.Lines, "|") != "red|line2" || lr.Offset != 1 || lr.TotalLines != 2 {
@@ -818,7 +826,7 @@ func TestSubscriptionClose(t *testing.T) {
 		go func() { _, err := sub.Next(context.Background()); done <- err }()
 		f.r.Close()
 		require.ErrorIs(t, <-done, ErrClosed, "Next after Close")
-		if _, err := f.r.Get("proc_000000000000"); !errors.Is(err, ErrClosed) {
+		if _, err := f.r.Get(t.Context(), "proc_000000000000"); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Get after Close: %v", err)
 		}
 		if _, err := f.r.Start(context.Background(), StartOptions{Command: "x"}); !errors.Is(err, ErrClosed) {
@@ -876,7 +884,7 @@ func TestInfoJSONRoundTrip(t *testing.T) {
 		fp.Exit(env.Signaled(env.SIGTERM))
 		_, err := f.r.Wait(ctxT(t), in.ID, 0)
 		require.NoError(t, err)
-		list := f.r.List(ListOptions{All: true, WithRef: true})
+		list := listed(t, f.r, ListOptions{All: true, WithRef: true})
 		require.Len(t, list, 1)
 		got := list[0]
 		b, err := json.Marshal(got)

@@ -35,7 +35,8 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	if err != nil {
 		return RunResult{}, err
 	}
-	p, err := r.start(ctx, opts.StartOptions, opts.YieldAfter > 0, opts.Output)
+	p, err := r.start(ctx, opts.StartOptions, startHow{
+		detach: opts.YieldAfter > 0, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started})
 	if p == nil {
 		return RunResult{}, err
 	}

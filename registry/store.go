@@ -78,7 +78,7 @@ func (r *Registry) Resolve(idOrPrefix string) (string, error) {
 }
 
 // Get returns a snapshot of the process idOrPrefix names.
-func (r *Registry) Get(idOrPrefix string) (Info, error) {
+func (r *Registry) Get(_ context.Context, idOrPrefix string) (Info, error) {
 	p, err := r.lookup(idOrPrefix)
 	if err != nil {
 		return Info{}, err
@@ -166,8 +166,9 @@ func (r *Registry) register(p *proc) error {
 	return nil
 }
 
-// List returns snapshots of the processes opts selects, oldest first.
-func (r *Registry) List(opts ListOptions) []Info {
+// List returns snapshots of the processes opts selects, oldest first. In
+// process it never fails.
+func (r *Registry) List(_ context.Context, opts ListOptions) ([]Info, error) {
 	procs := r.selectProcs(opts)
 	out := make([]Info, 0, len(procs))
 	for _, p := range procs {
@@ -182,7 +183,7 @@ func (r *Registry) List(opts ListOptions) []Info {
 			out = append(out, in)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // selectProcs returns the processes matching opts's labels and backend and

@@ -24,7 +24,7 @@ func startLeaving(t *testing.T, r *Registry, m string) Info {
 	require.Equal(t, StateExited, got.State)
 	require.Equal(t, env.Exited(0), *got.Status, "the leader's status is the process's")
 	require.Eventually(t, func() bool {
-		in, err := r.Get(in.ID)
+		in, err := r.Get(t.Context(), in.ID)
 		return err == nil && in.Leftover == 1
 	}, generous, 5*time.Millisecond, "the sleep the leader left running must be counted")
 	// Counted from its fork on; its exec of sleep may come a moment later.
@@ -38,7 +38,7 @@ func TestLeftoversKeepTheProcessOpen(t *testing.T) {
 	m := marker()
 	in := startLeaving(t, r, m)
 
-	got, err := r.Get(in.ID)
+	got, err := r.Get(t.Context(), in.ID)
 	require.NoError(t, err)
 	assert.True(t, got.TreeRunning)
 	assert.Equal(t, StateExited, got.State)
@@ -51,7 +51,7 @@ func TestLeftoversKeepTheProcessOpen(t *testing.T) {
 		}
 		return out
 	}
-	assert.Contains(t, ids(r.List(ListOptions{})), in.ID, "ps must show a process whose tree still runs")
+	assert.Contains(t, ids(listed(t, r, ListOptions{})), in.ID, "ps must show a process whose tree still runs")
 
 	// WaitTree does not return while the sleep lives.
 	_, err = r.WaitTree(ctx, in.ID, 200*time.Millisecond)
@@ -79,7 +79,7 @@ func TestLeftoversKeepTheProcessOpen(t *testing.T) {
 	assert.False(t, done.TreeRunning)
 	assert.Zero(t, done.Leftover)
 	assert.Equal(t, StateExited, done.State)
-	assert.NotContains(t, ids(r.List(ListOptions{})), in.ID)
+	assert.NotContains(t, ids(listed(t, r, ListOptions{})), in.ID)
 	require.NoError(t, r.Remove(ctx, in.ID))
 }
 
@@ -106,7 +106,7 @@ func TestKillAllAndRemoveForceReachLeftovers(t *testing.T) {
 	c := startLeaving(t, r, m3)
 	require.NoError(t, r.RemoveForce(ctx, c.ID))
 	assert.Empty(t, sleepers(m3), "remove --force kills the tree first")
-	_, err = r.Get(c.ID)
+	_, err = r.Get(t.Context(), c.ID)
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
@@ -194,7 +194,7 @@ func TestKillWithoutEscalation(t *testing.T) {
 		assert.False(t, res.Escalated)
 		assert.Equal(t, 0, res.Ended)
 		require.NotEmpty(t, sleepers(m), "no SIGKILL without escalation")
-		got, err := r.Get(in.ID)
+		got, err := r.Get(t.Context(), in.ID)
 		require.NoError(t, err)
 		assert.Equal(t, StateRunning, got.State)
 	})
@@ -203,7 +203,7 @@ func TestKillWithoutEscalation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Kill(ctx, in.ID, KillOptions{Force: true, NoEscalate: true})
 	require.ErrorIs(t, err, ErrInvalidOptions, "force and no-escalate contradict each other")
-	got, err := r.Get(in.ID)
+	got, err := r.Get(t.Context(), in.ID)
 	require.NoError(t, err)
 	assert.Equal(t, StateRunning, got.State, "a rejected kill sends nothing")
 }

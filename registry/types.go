@@ -115,20 +115,23 @@ const (
 
 // Info is a snapshot of one tracked process. It is plain data.
 type Info struct {
-	ID        string            `json:"id"`
-	Backend   string            `json:"backend"`
-	Command   string            `json:"command"`
-	Dir       string            `json:"dir,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	State     State             `json:"state"`
-	PID       int               `json:"pid,omitempty"`
-	PTY       bool              `json:"pty,omitempty"`
-	Stdin     bool              `json:"stdin,omitempty"`
-	Detached  bool              `json:"detached,omitempty"`
-	Notify    bool              `json:"notify,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-	StartedAt time.Time         `json:"started_at,omitzero"`
-	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	ID       string            `json:"id"`
+	Backend  string            `json:"backend"`
+	Command  string            `json:"command"`
+	Dir      string            `json:"dir,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	State    State             `json:"state"`
+	PID      int               `json:"pid,omitempty"`
+	PTY      bool              `json:"pty,omitempty"`
+	Stdin    bool              `json:"stdin,omitempty"`
+	Detached bool              `json:"detached,omitempty"`
+	// Foreground: started by Run, whose caller waits for it; it ends when
+	// that caller goes away (a daemon client's connection is its lease).
+	Foreground bool      `json:"foreground,omitempty"`
+	Notify     bool      `json:"notify,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	EndedAt    time.Time `json:"ended_at,omitzero"`
 	// Status is how the process ended; nil while it runs and for lost or
 	// failed processes.
 	Status *env.ExitStatus `json:"status,omitempty"`
@@ -201,6 +204,10 @@ type RunOptions struct {
 	// Output, when non-nil, receives every output byte as it arrives,
 	// until Run returns. A write error stops only the streaming.
 	Output io.Writer
+	// Started, when non-nil, is called once the process runs, before any
+	// of its output reaches Output: the caller learns its ID (to feed
+	// stdin, resize its terminal, or kill it) while Run still blocks.
+	Started func(Info) `json:"-"`
 }
 
 // RunResult is the outcome of Run.

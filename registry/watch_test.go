@@ -93,7 +93,7 @@ func TestWatchEvents(t *testing.T) {
 		emit := func(s string) {
 			fp.WriteOutput(s)
 			written += int64(len(s))
-			require.Eventually(t, func() bool { g, _ := f.r.Get(in.ID); return g.OutputBytes == written },
+			require.Eventually(t, func() bool { g, _ := f.r.Get(t.Context(), in.ID); return g.OutputBytes == written },
 				generous, poll, "waiting for the registry to ingest %d bytes", written)
 		}
 		for window := range 3 {
@@ -112,7 +112,7 @@ func TestWatchEvents(t *testing.T) {
 		if ev := next(); ev.Type != EventWatchDisabled || !ev.Notify {
 			t.Fatalf("%+v", ev)
 		}
-		if g, _ := f.r.Get(in.ID); !g.WatchDisabled {
+		if g, _ := f.r.Get(t.Context(), in.ID); !g.WatchDisabled {
 			t.Fatal("Info.WatchDisabled not set")
 		}
 		emit("FAIL again\n")

@@ -51,7 +51,7 @@ not shown to anyone once a caller got the result through wait or logs.`,
 				return nil
 			}
 			if !follow {
-				evs, err := c.Events(cmd.Context())
+				evs, err := c.History(cmd.Context())
 				if err != nil {
 					return daemonError("events", err)
 				}

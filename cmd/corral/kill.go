@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
@@ -61,10 +60,6 @@ processes. The result counts the processes the kill ended.`,
 			if err != nil {
 				return err
 			}
-			graceStr := ""
-			if grace > 0 {
-				graceStr = grace.String()
-			}
 			c, _, err := connect(cmd.Context(), stderr)
 			if err != nil {
 				return err
@@ -72,13 +67,13 @@ processes. The result counts the processes the kill ended.`,
 			var results []registry.KillResult
 			var errs []error
 			if all {
-				results, err = c.KillAll(cmd.Context(), daemon.KillAllRequest{Labels: l, Signal: sig, Grace: graceStr, NoEscalate: noEsc})
+				results, err = c.KillAll(cmd.Context(), registry.KillAllOptions{Labels: l, Signal: sig, Grace: grace, NoEscalate: noEsc})
 				if err != nil {
 					errs = append(errs, err)
 				}
 			} else {
 				for _, id := range args {
-					r, err := c.Kill(cmd.Context(), id, daemon.KillRequest{Signal: sig, Grace: graceStr, Force: force, NoEscalate: noEsc})
+					r, err := c.Kill(cmd.Context(), id, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc})
 					if err != nil {
 						errs = append(errs, fmt.Errorf("%s: %w", id, err))
 						if r.ID == "" {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/env"
 )
 
 func newResizeCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -27,7 +29,7 @@ window that was resized. Works after a daemon restart too.`,
 			if err != nil {
 				return err
 			}
-			if err := c.Resize(cmd.Context(), args[0], rows, cols); err != nil {
+			if err := c.Resize(cmd.Context(), args[0], env.WindowSize{Rows: rows, Cols: cols}); err != nil {
 				return daemonError("resize", err)
 			}
 			if asJSON {

@@ -25,7 +25,7 @@ tree) and then removes it.`,
 			var removed []string
 			var errs []error
 			for _, id := range args {
-				full, err := c.Remove(cmd.Context(), id, force)
+				full, err := c.RemoveID(cmd.Context(), id, force)
 				if err != nil {
 					errs = append(errs, &procError{id: id, err: err})
 					continue

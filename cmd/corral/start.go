@@ -74,7 +74,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := c.Start(cmd.Context(), req)
+			in, err := c.Start(cmd.Context(), req.Options())
 			if err != nil {
 				if in.ID != "" && asJSON {
 					printJSON(stdout, in)

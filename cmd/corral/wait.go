@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -40,8 +42,9 @@ until nothing of the tree is left; the exit code is still the leader's.`,
 			if tree {
 				wait = c.WaitTree
 			}
-			wr, err := wait(cmd.Context(), args[0], timeout)
-			if err != nil {
+			in, err := wait(cmd.Context(), args[0], timeout)
+			wr := daemon.WaitResponse{Info: in, TimedOut: errors.Is(err, registry.ErrWaitTimeout)}
+			if err != nil && !wr.TimedOut {
 				return daemonError("wait", err)
 			}
 			if asJSON {

@@ -1,0 +1,58 @@
+package registry
+
+import (
+	"context"
+	"time"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Service is what a front end (the corral command, the MCP server) asks of
+// a process registry. *Registry implements it in process; daemon.Client
+// implements it over the daemon's socket, so that every front end can work
+// against the one registry the daemon holds and fall back to a private one
+// with the same code. registrytest holds the suite both pass.
+//
+// Errors carry the registry's classes (errors.Is(err, ErrNotFound), …)
+// whichever side produced them.
+type Service interface {
+	// Start starts a background process.
+	Start(ctx context.Context, opts StartOptions) (Info, error)
+	// Run runs a foreground process and returns its result; see
+	// Registry.Run. Cancelling ctx kills the tree before Run returns.
+	Run(ctx context.Context, opts RunOptions) (RunResult, error)
+
+	Get(ctx context.Context, idOrPrefix string) (Info, error)
+	List(ctx context.Context, opts ListOptions) ([]Info, error)
+	Poll(ctx context.Context, id string, since int64) (PollResult, error)
+	Log(ctx context.Context, id string, opts LogOptions) (LogResult, error)
+	Wait(ctx context.Context, id string, timeout time.Duration) (Info, error)
+	WaitTree(ctx context.Context, id string, timeout time.Duration) (Info, error)
+
+	Kill(ctx context.Context, id string, opts KillOptions) (KillResult, error)
+	KillAll(ctx context.Context, opts KillAllOptions) ([]KillResult, error)
+	Remove(ctx context.Context, id string) error
+	RemoveForce(ctx context.Context, id string) error
+
+	Write(ctx context.Context, id string, data []byte) error
+	Submit(ctx context.Context, id, line string) error
+	CloseStdin(ctx context.Context, id string) error
+	Resize(ctx context.Context, id string, size env.WindowSize) error
+
+	// Events subscribes to the events published from now on. Close the
+	// stream when done.
+	Events(ctx context.Context) (EventStream, error)
+}
+
+// EventStream is a subscription to a Service's events.
+type EventStream interface {
+	// Next blocks until an event or ctx is done; after Close, and when
+	// the service closes, it fails with ErrClosed.
+	Next(ctx context.Context) (Event, error)
+	Close()
+}
+
+var _ Service = (*Registry)(nil)
+
+// Events is Subscribe as a Service: it never fails in process.
+func (r *Registry) Events(context.Context) (EventStream, error) { return r.Subscribe(), nil }
