@@ -36,7 +36,9 @@ func TestCorralRunSSH(t *testing.T) {
 			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "SSH_AUTH_SOCK=") ||
 				strings.HasPrefix(kv, "CORRAL_")
 		})
-		return append(environ, "HOME="+home, "CORRAL_NO_AUTOSTART=1")
+		// In process: the ssh settings of this HOME apply, not those of the
+		// package's shared daemon (TestMain).
+		return append(environ, "HOME="+home, "CORRAL_NO_AUTOSTART=1", "CORRAL_NO_DAEMON=1")
 	}
 	known := homeWith(true)
 

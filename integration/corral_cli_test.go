@@ -23,20 +23,40 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// buildCorral builds cmd/corral into a temporary directory and returns the
-// binary's path. Build it once per top-level test and share it between
-// subtests: linking takes a few seconds on two cores.
+// buildCorral returns the path of cmd/corral built for this package: once
+// (linking takes seconds on two cores), into the package's directory
+// (TestMain), where it outlives every test, as the shared daemon it
+// starts must.
 func buildCorral(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("corral run end-to-end tests need a POSIX shell")
 	}
-	bin := filepath.Join(t.TempDir(), "corral")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/corral: %v\n%s", err, out)
+	corralBin.once.Do(func() {
+		bin := filepath.Join(packageDir, "corral")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			corralBin.err = fmt.Errorf("go build cmd/corral: %v\n%s", err, out)
+			return
+		}
+		// Start the package's shared daemon now, so that no test's corral
+		// run is the one that starts it (and says so on stderr).
+		if out, err := exec.Command(bin, "ps").CombinedOutput(); err != nil {
+			corralBin.err = fmt.Errorf("corral ps, to start the shared daemon: %v\n%s", err, out)
+			return
+		}
+		corralBin.path = bin
+	})
+	if corralBin.err != nil {
+		t.Fatal(corralBin.err)
 	}
-	return bin
+	return corralBin.path
+}
+
+var corralBin struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // cliResult is what one corral invocation did.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -31,6 +33,7 @@ type runOptions struct {
 	env         []string
 	allowEnv    []string
 	dir         string
+	noDaemon    bool
 }
 
 const runLong = `Run COMMAND in the foreground through a backend, stream its output live to
@@ -115,6 +118,7 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringArrayVar(&o.allowEnv, "allow-env", nil,
 		"pass this secret-looking variable of corral's environment on (repeatable; see Secrets above)")
 	f.StringVar(&o.dir, "dir", "", "working directory (default: corral's)")
+	f.BoolVar(&o.noDaemon, "no-daemon", false, "run in a registry of this command's own instead of the daemon's ("+noDaemonEnv+"=1 does the same)")
 	return cmd
 }
 
@@ -199,27 +203,15 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		}
 	}()
 
-	reg, err := registry.New(registry.Config{
-		Open:           backendOptions{allowEnv: o.allowEnv}.open,
-		DefaultBackend: defaultBackend,
-		DefaultGrace:   o.grace,
-		Logger:         slog.Default(),
-	})
+	svc, closeSvc, err := runService(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeSvc()
+
+	start, err := o.startOptions(command)
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", err)}
-	}
-	defer func() {
-		if err := reg.Close(); err != nil {
-			slog.Warn("closing the registry", "err", err)
-		}
-	}()
-
-	start := registry.StartOptions{
-		Backend: o.backend,
-		Command: command,
-		Dir:     o.dir,
-		Env:     o.env,
-		Stdin:   o.stdin,
 	}
 	if o.pty {
 		size := env.DefaultWindowSize
@@ -234,13 +226,26 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 			}
 		}
 	}
-	res, runErr := runWithStdin(ctx, reg, registry.RunOptions{
+	// What runs beside the command (stdin, terminal size) stops with Run;
+	// the stdin copier may stay blocked in a read, which the exit ends.
+	sideCtx, stopSide := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSide()
+	res, runErr := svc.Run(ctx, registry.RunOptions{
 		StartOptions: start,
 		Timeout:      o.timeout,
 		IdleTimeout:  o.idleTimeout,
 		Grace:        o.grace,
 		Output:       streamOut,
-	}, o.stdin, stdin)
+		Started: func(in registry.Info) {
+			if o.stdin {
+				go copyStdin(sideCtx, svc, in.ID, stdin)
+			}
+			if o.pty {
+				go followTerminalSize(sideCtx, svc, in.ID, stdout)
+			}
+		},
+	})
+	stopSide()
 
 	cancel()
 	<-watcherDone // after this, caughtc holds the signal if one arrived
@@ -332,4 +337,81 @@ func signalNumber(s os.Signal) int {
 		return int(n)
 	}
 	return int(syscall.SIGINT)
+}
+
+// noDaemonEnv, set to 1, makes `corral run` use a private registry, as
+// --no-daemon does.
+const noDaemonEnv = "CORRAL_NO_DAEMON"
+
+// runService returns the registry `corral run` goes through: the daemon's
+// (started if none runs), so the process is listed in `corral ps` and a
+// remote backend's connection is already warm; or, with --no-daemon or
+// CORRAL_NO_DAEMON=1, a registry of its own that lives as long as this
+// command, for scripts that must not leave a daemon behind.
+func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.Service, func(), error) {
+	if o.noDaemon || os.Getenv(noDaemonEnv) == "1" {
+		reg, err := registry.New(registry.Config{
+			Open:           backendOptions{allowEnv: o.allowEnv}.open,
+			DefaultBackend: defaultBackend,
+			DefaultGrace:   o.grace,
+			Logger:         slog.Default(),
+		})
+		if err != nil {
+			return nil, nil, &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", err)}
+		}
+		return reg, func() {
+			if err := reg.Close(); err != nil {
+				slog.Warn("closing the registry", "err", err)
+			}
+		}, nil
+	}
+	c, _, err := connect(ctx, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.CloseIdle, nil
+}
+
+// startOptions is the command as the registry starts it. On the local
+// backend it gets this process's environment (credentials filtered, as
+// the local backend does, unless --allow-env names them) and working
+// directory explicitly: through the daemon, the daemon's would apply.
+func (o runOptions) startOptions(command string) (registry.StartOptions, error) {
+	start := registry.StartOptions{Backend: o.backend, Command: command, Dir: o.dir, Env: o.env, Stdin: o.stdin}
+	if o.backend != "local" {
+		return start, nil
+	}
+	start.Env = append(local.CommandEnviron(os.Environ(), o.allowEnv), o.env...)
+	dir := o.dir
+	if dir == "" {
+		dir = "."
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return start, fmt.Errorf("--dir %q: %w", o.dir, err)
+	}
+	start.Dir = abs
+	return start, nil
+}
+
+// followTerminalSize resizes the command's terminal whenever the user's
+// changes, until ctx is done.
+func followTerminalSize(ctx context.Context, svc registry.Service, id string, term io.Writer) {
+	winch := make(chan os.Signal, 1)
+	notifyResize(winch)
+	defer signal.Stop(winch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-winch:
+			size, ok := terminalSize(term)
+			if !ok {
+				continue
+			}
+			if err := svc.Resize(ctx, id, size); err != nil {
+				slog.Debug("resize: the command's terminal did not follow", "id", id, "err", err)
+			}
+		}
+	}
 }

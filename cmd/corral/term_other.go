@@ -4,6 +4,7 @@ package main
 
 import (
 	"io"
+	"os"
 
 	"github.com/corralhq/corral/env"
 )
@@ -14,3 +15,6 @@ func terminalSize(w io.Writer) (env.WindowSize, bool) { return env.WindowSize{},
 // makeRaw is not implemented here: stdin is forwarded as the terminal
 // delivers it.
 func makeRaw(r io.Reader) (restore func(), ok bool) { return nil, false }
+
+// notifyResize: this system does not announce size changes.
+func notifyResize(c chan<- os.Signal) {}

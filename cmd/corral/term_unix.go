@@ -5,6 +5,8 @@ package main
 import (
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -53,3 +55,6 @@ func makeRaw(r io.Reader) (restore func(), ok bool) {
 	}
 	return func() { _ = unix.IoctlSetTermios(fd, ioctlSetTermios, old) }, true
 }
+
+// notifyResize relays SIGWINCH, the terminal's "my size changed", to c.
+func notifyResize(c chan<- os.Signal) { signal.Notify(c, syscall.SIGWINCH) }

@@ -22,6 +22,7 @@ var secretPatterns = []string{
 	"GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "NPM_TOKEN", "PYPI_TOKEN",
 	"OPENAI_*", "ANTHROPIC_*", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
 	"DOCKER_AUTH_CONFIG", "SSH_AUTH_SOCK", "DATABASE_URL",
+	"SECRET_*", "PGPASSWORD", "MYSQL_PWD",
 }
 
 // isSecretName reports whether an environment variable called name matches
@@ -34,6 +35,15 @@ func isSecretName(name string) bool {
 		}
 	}
 	return false
+}
+
+// CommandEnviron returns the entries of environ that the local backend
+// passes to a command: those that do not look like credentials, and those
+// allow names. A client that runs a command through the daemon on the
+// local backend sends its own environment filtered so, since the daemon's
+// is not the caller's.
+func CommandEnviron(environ, allow []string) []string {
+	return dropVars(filterSecrets(environ, allow), func(name string) bool { return name == shimEnvVar })
 }
 
 // filterSecrets returns environ (KEY=VALUE entries) without the entries whose

@@ -29,6 +29,8 @@ var secretNames = []string{
 	"OPENAI_ORG_ID", "ANTHROPIC_BASE_URL",
 	// Access paths to credentials.
 	"DOCKER_AUTH_CONFIG", "SSH_AUTH_SOCK", "DATABASE_URL",
+	// Database clients' own password variables, and secret-first names.
+	"PGPASSWORD", "MYSQL_PWD", "SECRET_KEY", "SECRET_KEY_BASE",
 	// Matching ignores case.
 	"github_token", "Aws_Secret_Access_Key", "openai_api_key", "db_Password",
 }
