@@ -73,9 +73,13 @@ func writePS(w io.Writer, list []registry.Info, now time.Time) {
 }
 
 // stateWords is a process's state as ps shows it: "running", "exited (0)",
-// "killed (SIGTERM)", "exited (0), 1 left running".
+// "killed (SIGTERM)", "exited (0), 1 left running", and "running
+// (foreground)" for a corral run someone waits on.
 func stateWords(in registry.Info) string {
 	state := string(in.State)
+	if in.Foreground && !in.State.Final() {
+		state += " (foreground)"
+	}
 	if in.Status != nil && in.State.Final() {
 		if in.Status.Signal != "" {
 			state += " (" + in.Status.Signal.String() + ")"
