@@ -469,6 +469,12 @@ type eventStream struct {
 }
 
 func (es *eventStream) Next(ctx context.Context) (registry.Event, error) {
+	// What is queued comes first, also to a done ctx (as in process).
+	select {
+	case ev := <-es.events:
+		return ev, nil
+	default:
+	}
 	select {
 	case ev := <-es.events:
 		return ev, nil

@@ -79,14 +79,22 @@ func (n *mcpNotes) await(t *testing.T, match func(ev map[string]any) bool) map[s
 
 // mcpConnect starts `corral mcp` and connects the SDK's client to it over
 // stdio.
-func mcpConnect(t *testing.T, bin string, notes *mcpNotes) *mcp.ClientSession {
+func mcpConnect(t *testing.T, bin string, notes *mcpNotes, extra ...string) *mcp.ClientSession {
+	t.Helper()
+	return mcpConnectEnv(t, bin, nil, notes, extra...)
+}
+
+// mcpConnectEnv is mcpConnect with the environment environ (nil: this
+// process's).
+func mcpConnectEnv(t *testing.T, bin string, environ []string, notes *mcpNotes, extra ...string) *mcp.ClientSession {
 	t.Helper()
 	opts := &mcp.ClientOptions{}
 	if notes != nil {
 		opts.LoggingMessageHandler = notes.handle
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "1"}, opts)
-	cmd := exec.Command(bin, "mcp", "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"mcp", "--log-level", "warn"}, extra...)...)
+	cmd.Env = environ
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -201,7 +209,7 @@ func TestMCPStdio(t *testing.T) {
 			}
 		}
 		schema, _ = json.Marshal(tools["process"].InputSchema)
-		if !strings.Contains(string(schema), `"enum":["list","poll","log","wait","kill","write","submit","close","events"]`) {
+		if !strings.Contains(string(schema), `"enum":["list","poll","log","wait","kill","write","submit","close","events","remove"]`) {
 			t.Errorf("process schema does not enumerate the actions: %s", schema)
 		}
 	})
@@ -375,7 +383,10 @@ func TestMCPStdio(t *testing.T) {
 func TestMCPEvents(t *testing.T) {
 	bin := mcpBinary(t)
 	notes := newMCPNotes()
-	cs := mcpConnect(t, bin, notes)
+	// A daemon of its own: the rate limit of the package's shared one
+	// counts every other test's events.
+	h := newDaemonHome(t, bin)
+	cs := mcpConnectEnv(t, bin, h.env, notes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
@@ -511,10 +522,15 @@ func TestMCPHTTP(t *testing.T) {
 			t.Fatalf("want a usage error about loopback, got %d %q", res.code, res.stderr)
 		}
 	})
-	t.Run("daemon not available", func(t *testing.T) {
-		res := runCorral(t, bin, nil, "mcp", "--daemon")
-		if res.code == 0 || !strings.Contains(res.stderr, "not available yet") {
-			t.Fatalf("want a clear error, got %d %q", res.code, res.stderr)
+	t.Run("in process", func(t *testing.T) {
+		cs := mcpConnect(t, bin, nil, "--in-process")
+		var r mcpTerminalResult
+		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "echo private; exit 5"}, &r))
+		if r.Output != "private\n" || r.ExitCode == nil || *r.ExitCode != 5 {
+			t.Fatalf("in-process run: %+v", r)
+		}
+		if findListed(t, bin, "echo private") != nil {
+			t.Fatal("an --in-process server ran its command in the daemon")
 		}
 	})
 }

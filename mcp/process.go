@@ -15,7 +15,7 @@ import (
 )
 
 // Process tool actions.
-var processActions = []string{"list", "poll", "log", "wait", "kill", "write", "submit", "close", "events"}
+var processActions = []string{"list", "poll", "log", "wait", "kill", "write", "submit", "close", "events", "remove"}
 
 // Defaults of the process tool.
 const (
@@ -30,22 +30,35 @@ const (
 
 // ProcessInput are the arguments of the process tool.
 type ProcessInput struct {
-	Action  string    `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
-	ID      string    `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits) or a unique prefix of at least 4 hex digits. Required for every action except list and events."`
-	Data    string    `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
-	Timeout *Duration `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
-	Offset  *int64    `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
-	Limit   int       `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
-	Signal  string    `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, KILL, or a number; SIGKILL follows after grace."`
-	Grace   *Duration `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
-	Force   *bool     `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
-	Tree    bool      `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
+	Action  string            `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
+	ID      string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits) or a unique prefix of at least 4 hex digits. Required for every action except list and events."`
+	Data    string            `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
+	Timeout *Duration         `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
+	Offset  *int64            `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
+	Limit   int               `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
+	Signal  string            `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, KILL, or a number; SIGKILL follows after grace."`
+	Grace   *Duration         `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
+	Force   *bool             `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
+	Tree    bool              `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
+	State   []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (running, exited, killed, timed_out, lost, failed). Default: every process."`
+	Labels  map[string]string `json:"labels,omitempty" jsonschema:"list: only processes carrying all of these labels, e.g. {\"mcp-session\": \"...\"} for one session's."`
 }
 
 // ListResult is the result of action list.
 type ListResult struct {
-	Processes []registry.Info `json:"processes"`
+	Processes []ListedProcess `json:"processes"`
 }
+
+// ListedProcess is one process of a list, with its last output line.
+type ListedProcess struct {
+	registry.Info
+	// LastLine is the last line of its output, escapes stripped and
+	// capped; "" when it printed nothing.
+	LastLine string `json:"last_line,omitempty"`
+}
+
+// maxLastLine caps ListedProcess.LastLine.
+const maxLastLine = 200
 
 // PollResult is the result of actions poll and wait: registry.Info plus
 // the output since the cursor, stripped and capped.
@@ -60,6 +73,9 @@ type PollResult struct {
 	Next   int64 `json:"next"`
 	// WaitTimedOut: wait's timeout elapsed with the process still running.
 	WaitTimedOut bool `json:"wait_timed_out,omitempty"`
+	// WaitInterrupted: the wait was cut short (the call was cancelled, or
+	// the service went away); Output is what had come so far.
+	WaitInterrupted string `json:"wait_interrupted,omitempty"`
 }
 
 // LogResult is registry.LogResult with stripped lines, capped in bytes.
@@ -123,9 +139,7 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 	)
 	switch in.Action {
 	case "list":
-		var list []registry.Info
-		list, err = s.reg.List(ctx, registry.ListOptions{All: true})
-		out = ListResult{Processes: list}
+		out, err = s.list(ctx, in)
 	case "poll":
 		out, err = s.poll(ctx, se, in, false)
 	case "wait":
@@ -138,11 +152,23 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 		if in.Tree {
 			wait = s.reg.WaitTree
 		}
-		if _, err = wait(ctx, in.ID, max(timeout, time.Millisecond)); errors.Is(err, registry.ErrWaitTimeout) {
+		_, err = wait(ctx, in.ID, max(timeout, time.Millisecond))
+		var interrupted string
+		switch {
+		case errors.Is(err, registry.ErrWaitTimeout):
 			waitTimedOut, err = true, nil
+		case err != nil && (ctx.Err() != nil || errors.Is(err, registry.ErrClosed)):
+			// Whatever cut the wait short, what came so far is the
+			// agent's to see.
+			interrupted, err = err.Error(), nil
 		}
 		if err == nil {
-			out, err = s.poll(ctx, se, in, waitTimedOut)
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			var pr PollResult
+			pr, err = s.poll(pctx, se, in, waitTimedOut)
+			cancel()
+			pr.WaitInterrupted = interrupted
+			out = pr
 		}
 	case "log":
 		out, err = s.logLines(ctx, in)
@@ -152,11 +178,58 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 		out, err = s.stdin(ctx, in)
 	case "events":
 		out, err = s.drainEvents(ctx, se, in)
+	case "remove":
+		out, err = s.remove(ctx, in)
 	}
 	if err != nil {
 		return nil, nil, toolError(in.Action, err)
 	}
 	return nil, out, nil
+}
+
+// list lists the processes in.State and in.Labels select, each with its
+// last output line.
+func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) {
+	opts := registry.ListOptions{All: true, Labels: in.Labels}
+	for _, st := range in.State {
+		if !registry.State(st).Valid() {
+			return ListResult{}, fmt.Errorf("%w: unknown state %q: use running, exited, killed, timed_out, lost or failed", registry.ErrInvalidOptions, st)
+		}
+		opts.States = append(opts.States, registry.State(st))
+	}
+	infos, err := s.reg.List(ctx, opts)
+	if err != nil {
+		return ListResult{}, err
+	}
+	res := ListResult{Processes: make([]ListedProcess, 0, len(infos))}
+	for _, info := range infos {
+		lp := ListedProcess{Info: info}
+		if info.OutputBytes > 0 {
+			if lr, err := s.reg.Log(ctx, info.ID, registry.LogOptions{Limit: 1, Strip: true}); err == nil && len(lr.Lines) > 0 {
+				lp.LastLine = render([]byte(strings.ToValidUTF8(lr.Lines[0], "\uFFFD")), 0, 0, maxLastLine).Text
+			}
+		}
+		res.Processes = append(res.Processes, lp)
+	}
+	return res, nil
+}
+
+// RemoveResult is the result of action remove.
+type RemoveResult struct {
+	ID      string `json:"id"`
+	Removed bool   `json:"removed"`
+}
+
+// remove forgets a finished process.
+func (s *Server) remove(ctx context.Context, in ProcessInput) (RemoveResult, error) {
+	info, err := s.reg.Get(ctx, in.ID)
+	if err != nil {
+		return RemoveResult{}, err
+	}
+	if err := s.reg.Remove(ctx, info.ID); err != nil {
+		return RemoveResult{}, err
+	}
+	return RemoveResult{ID: info.ID, Removed: true}, nil
 }
 
 func contains(list []string, s string) bool {
@@ -171,10 +244,11 @@ func contains(list []string, s string) bool {
 // poll reads output since the session's cursor (or in.Offset) and
 // advances the cursor.
 func (s *Server) poll(ctx context.Context, se *session, in ProcessInput, waitTimedOut bool) (PollResult, error) {
-	id, err := s.reg.Resolve(in.ID)
+	info, err := s.reg.Get(ctx, in.ID)
 	if err != nil {
 		return PollResult{}, err
 	}
+	id := info.ID
 	since := se.cursor(id)
 	if in.Offset != nil {
 		since = *in.Offset
@@ -321,7 +395,7 @@ var toolHints = map[errclass.Class]string{
 	errclass.Closed:      "the server is shutting down",
 	errclass.Invalid:     "",
 	errclass.InvalidSpec: "",
-	errclass.Running:     "",
+	errclass.Running:     "kill it first, or wait for it",
 	errclass.StdinClosed: "",
 	errclass.WaitTimeout: "",
 	errclass.ProcessGone: "",

@@ -4,10 +4,13 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,11 +22,18 @@ const LoggerName = "corral"
 
 // Config configures a Server.
 type Config struct {
-	// Registry runs the processes. Required. The Server does not close it.
-	Registry *registry.Registry
+	// Registry runs the processes: the daemon's (daemon.Client) or one in
+	// process. Required. The Server does not close it.
+	Registry registry.Service
 	// Backend is the target processes run on ("" = the registry's
 	// default).
 	Backend string
+	// Dir and Env are what a command gets when the call names no
+	// workdir, and beneath the call's env: a server whose registry is the
+	// daemon's passes its own working directory and environment on the
+	// local backend, since the daemon's would apply otherwise.
+	Dir string
+	Env []string
 	// MaxOutput caps the output bytes of one tool result (default
 	// DefaultMaxOutput).
 	MaxOutput int
@@ -38,7 +48,7 @@ type Config struct {
 // clients with Run (one transport) or HTTPHandler, and Close it when done.
 type Server struct {
 	cfg Config
-	reg *registry.Registry
+	reg registry.Service
 	mcp *sdk.Server
 	log *slog.Logger
 
@@ -54,8 +64,9 @@ type Server struct {
 // session is the per-client state: event subscriptions and poll cursors.
 type session struct {
 	ss     *sdk.ServerSession
-	events *registry.Subscription // drained by process action "events"
-	notes  *registry.Subscription // drained by the notification pump
+	id     string               // the SessionLabel of its processes
+	events registry.EventStream // drained by process action "events"
+	notes  registry.EventStream // drained by the notification pump
 
 	mu      sync.Mutex
 	cursors map[string]int64 // process ID → output byte already handed out
@@ -175,7 +186,18 @@ func (s *Server) session(ss *sdk.ServerSession) *session {
 	if s.closed {
 		return nil
 	}
-	se := &session{ss: ss, events: s.reg.Subscribe(), notes: s.reg.Subscribe(), cursors: make(map[string]int64)}
+	events, err := s.reg.Events(s.ctx)
+	if err != nil {
+		s.log.Warn("session: no event subscription", "err", err)
+		return nil
+	}
+	notes, err := s.reg.Events(s.ctx)
+	if err != nil {
+		events.Close()
+		s.log.Warn("session: no event subscription", "err", err)
+		return nil
+	}
+	se := &session{ss: ss, id: sessionID(), events: events, notes: notes, cursors: make(map[string]int64)}
 	s.sessions[ss] = se
 	s.wg.Add(2)
 	go s.pump(se)
@@ -188,8 +210,47 @@ func (s *Server) session(ss *sdk.ServerSession) *session {
 		s.mu.Unlock()
 		se.events.Close()
 		se.notes.Close()
+		s.endSession(se)
 	}()
 	return se
+}
+
+// Labels of the processes a session starts: SessionLabel names the
+// session (corral ps --label mcp-session=ID finds them), PersistLabel marks
+// those started with persist, which outlive it.
+const (
+	SessionLabel = "mcp-session"
+	PersistLabel = "mcp-persist"
+)
+
+// sessionEndKill bounds the kill of a session's processes when it ends.
+const sessionEndKill = 30 * time.Second
+
+// endSession kills what the session left running, except what it started
+// with persist: a later session (or a person, with corral ps and kill)
+// takes those over.
+func (s *Server) endSession(se *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionEndKill)
+	defer cancel()
+	list, err := s.reg.List(ctx, registry.ListOptions{Labels: map[string]string{SessionLabel: se.id}})
+	if err != nil {
+		s.log.Warn("session end: list its processes", "session", se.id, "err", err)
+		return
+	}
+	for _, in := range list {
+		if in.Labels[PersistLabel] != "" {
+			continue
+		}
+		if _, err := s.reg.Kill(ctx, in.ID, registry.KillOptions{}); err != nil {
+			s.log.Warn("session end: kill", "session", se.id, "id", in.ID, "err", err)
+		}
+	}
+}
+
+func sessionID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // pump turns registry events into MCP log notifications for one session.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,8 +33,22 @@ type TerminalInput struct {
 	Stdin            bool              `json:"stdin,omitempty" jsonschema:"Keep stdin open so that process write, submit and close can feed the command (use with background=true). Without it the command reads no input."`
 	WatchPatterns    []string          `json:"watch_patterns,omitempty" jsonschema:"Substrings to watch the output for (matched per line, escapes stripped); each match becomes an event (rate-limited: one per process per 10 seconds)."`
 	NotifyOnComplete bool              `json:"notify_on_complete,omitempty" jsonschema:"Announce the exit of this background (or yielded) process as an event: a log notification and an entry of process action=events."`
-	Env              map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables for the command, NAME: value."`
+	Env              map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables for the command, NAME: value. PAGER=cat, GIT_PAGER=cat and PYTHONUNBUFFERED=1 are set unless you set them: no command waits on a pager, and Python output arrives live."`
+	Persist          bool              `json:"persist,omitempty" jsonschema:"Background only: keep the process running after this MCP session ends (by default the session's processes are killed when it ends). A later session lists, polls and kills it by id; it carries the label mcp-persist."`
 }
+
+// workdir is the directory of a call that names dir.
+func (s *Server) workdir(dir string) string {
+	if s.cfg.Dir == "" || filepath.IsAbs(dir) {
+		return dir
+	}
+	return filepath.Join(s.cfg.Dir, dir)
+}
+
+// agentEnv are the defaults of commands started for an agent: nobody is
+// there to page through output, and a model wants Python's output as it
+// comes. TerminalInput.Env overrides them.
+var agentEnv = []string{"PAGER=cat", "GIT_PAGER=cat", "PYTHONUNBUFFERED=1"}
 
 // TerminalResult is the terminal tool's structured result.
 type TerminalResult struct {
@@ -74,14 +89,25 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 			return nil, nil, fmt.Errorf("%q applies to foreground runs only: with background=true, use process action=wait with a timeout, then action=kill", d.name)
 		}
 	}
+	if in.Persist && !in.Background && in.YieldAfter == nil {
+		return nil, nil, errors.New(`"persist" applies to background processes: set background=true (or yield_after)`)
+	}
+	se := s.session(req.Session)
+	if se == nil {
+		return nil, nil, errors.New("the server is shutting down, or lost its registry")
+	}
 	opts := registry.StartOptions{
 		Backend: s.cfg.Backend,
 		Command: in.Command,
-		Dir:     in.Workdir,
+		Dir:     s.workdir(in.Workdir),
 		Stdin:   in.Stdin,
 		Watch:   slices.Clone(in.WatchPatterns),
 		Notify:  in.NotifyOnComplete,
-		Labels:  map[string]string{"via": "mcp"},
+		Labels:  map[string]string{"via": "mcp", SessionLabel: se.id},
+		Env:     append(slices.Clone(s.cfg.Env), agentEnv...),
+	}
+	if in.Persist {
+		opts.Labels[PersistLabel] = "1"
 	}
 	for _, k := range slices.Sorted(maps.Keys(in.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -92,7 +118,6 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	if in.PTY {
 		opts.PTY = &env.WindowSize{Rows: 24, Cols: 80}
 	}
-	se := s.session(req.Session)
 
 	if in.Background {
 		info, err := s.reg.Start(ctx, opts)

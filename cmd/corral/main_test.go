@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -11,6 +12,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// These tests run corral in process: none may start (or find) a
+	// daemon of the machine's user. run goes in process, the others fail.
+	os.Setenv(noDaemonEnv, "1")
+	os.Setenv("CORRAL_NO_AUTOSTART", "1")
 	goleak.VerifyTestMain(m)
 }
 

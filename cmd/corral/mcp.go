@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/mcp"
 	"github.com/corralhq/corral/registry"
 )
@@ -22,7 +24,7 @@ import (
 // mcpOptions are the flags of `corral mcp`.
 type mcpOptions struct {
 	backend   string
-	daemon    bool
+	inProcess bool
 	http      string
 	tokenFile string
 	allowEnv  []string
@@ -38,12 +40,15 @@ shell commands in the foreground or background, "process" lists, polls, reads,
 waits for, kills and feeds stdin to them, and drains their events.
 
 By default the server speaks MCP over stdin/stdout (register "corral" with
-args ["mcp"] in the client's configuration; see docs/mcp.md) and hosts its own
-process registry, separate from the corral daemon's (corral serve, which
-corral start and corral ps use): when the client disconnects, corral kills every
-process it started. With --http HOST:PORT it serves the streamable HTTP transport at
-http://HOST:PORT/mcp on a loopback address only, guarded by a bearer token read
-from --token-file or generated and printed on stderr.
+args ["mcp"] in the client's configuration; see docs/mcp.md) and runs its
+processes in the corral daemon (started if none runs), so corral ps shows them
+and corral kill ends them. Each MCP session labels its processes
+mcp-session=ID; when the session ends, corral kills those it left running,
+except those started with persist: they stay in corral ps for a later session
+or a person. --in-process hosts a private registry instead, whose processes all
+end with the server. With --http HOST:PORT it serves the streamable HTTP
+transport at http://HOST:PORT/mcp on a loopback address only, guarded by a
+bearer token read from --token-file or generated and printed on stderr.
 
 Diagnostics go to stderr, never to stdout (which carries the protocol).`
 
@@ -63,7 +68,7 @@ func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.backend, "backend", defaultBackend, "where commands run: "+backendHelp)
-	f.BoolVar(&o.daemon, "daemon", false, "share the registry of the corral daemon (corral serve) instead of hosting one (not available yet)")
+	f.BoolVar(&o.inProcess, "in-process", false, "host a private registry instead of using the corral daemon's; every process ends with the server")
 	f.StringVar(&o.http, "http", "", "serve streamable HTTP on this loopback HOST:PORT instead of stdio")
 	f.StringVar(&o.tokenFile, "token-file", "", "with --http: file holding the bearer token (default: generate one and print it on stderr)")
 	f.StringArrayVar(&o.allowEnv, "allow-env", nil, "pass this secret-looking variable of corral's environment on to commands (repeatable)")
@@ -72,9 +77,6 @@ func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 }
 
 func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stderr io.Writer) error {
-	if o.daemon {
-		return &exitError{code: exitCorralError, msg: "mcp: --daemon is not available yet: the MCP server drives an in-process registry and cannot use the one of corral serve; run corral mcp without --daemon, which hosts its own registry"}
-	}
 	if err := checkBackend(o.backend); err != nil {
 		return usageErrorf("mcp: %v", err)
 	}
@@ -105,30 +107,50 @@ func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stder
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	reg, err := registry.New(registry.Config{
-		Open:           backendOptions{allowEnv: o.allowEnv}.open,
-		DefaultBackend: o.backend,
-		Logger:         slog.Default(),
-	})
-	if err != nil {
-		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
+	var reg registry.Service
+	if o.inProcess {
+		private, err := registry.New(registry.Config{
+			Open:           backendOptions{allowEnv: o.allowEnv}.open,
+			DefaultBackend: o.backend,
+			Logger:         slog.Default(),
+		})
+		if err != nil {
+			return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
+		}
+		defer func() {
+			// This registry lives only as long as the server: nobody could
+			// find a process it leaves behind, so end them all, detached or
+			// not, before closing.
+			kctx, cancel := context.WithTimeout(context.Background(), mcpShutdownKill)
+			defer cancel()
+			if res, err := private.KillAll(kctx, registry.KillAllOptions{}); err != nil {
+				slog.Warn("killing the processes left running", "killed", len(res), "err", err)
+			}
+			if err := private.Close(); err != nil {
+				slog.Warn("closing the registry", "err", err)
+			}
+		}()
+		reg = private
+	} else {
+		c, _, err := connect(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer c.CloseIdle()
+		reg = c
 	}
-	defer func() {
-		// This registry lives only as long as the server: nobody could
-		// find a process it leaves behind, so end them all, detached or
-		// not, before closing.
-		kctx, cancel := context.WithTimeout(context.Background(), mcpShutdownKill)
-		defer cancel()
-		if res, err := reg.KillAll(kctx, registry.KillAllOptions{}); err != nil {
-			slog.Warn("killing the processes left running", "killed", len(res), "err", err)
-		}
-		if err := reg.Close(); err != nil {
-			slog.Warn("closing the registry", "err", err)
-		}
-	}()
 
-	srv, err := mcp.New(mcp.Config{Registry: reg, Backend: o.backend, MaxOutput: o.maxOutput,
-		Version: readBuildInfo().Version, Logger: slog.Default()})
+	cfg := mcp.Config{Registry: reg, Backend: o.backend, MaxOutput: o.maxOutput,
+		Version: readBuildInfo().Version, Logger: slog.Default()}
+	if !o.inProcess && o.backend == "local" {
+		// The daemon's working directory and environment are not this
+		// server's, which the agent expects its commands to have.
+		if wd, err := os.Getwd(); err == nil {
+			cfg.Dir = wd
+		}
+		cfg.Env = local.CommandEnviron(os.Environ(), o.allowEnv)
+	}
+	srv, err := mcp.New(cfg)
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
 	}
