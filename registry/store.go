@@ -3,6 +3,7 @@ package registry
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -106,13 +107,15 @@ func (r *Registry) pruneExpiredLocked(now time.Time) []*proc {
 func (r *Registry) cleanup(pruned []*proc) {
 	for _, p := range pruned {
 		r.log.Debug("pruned finished process", "id", p.id)
-		p.mu.Lock()
-		h := p.handle
-		p.mu.Unlock()
-		if h == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		h, err := p.sandboxHandle(ctx)
+		if err != nil || h == nil {
+			if err != nil {
+				r.log.Debug("remove process state: attach", "id", p.id, "err", err)
+			}
+			cancel()
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		if err := h.Remove(ctx); err != nil {
 			r.log.Debug("remove process state", "id", p.id, "err", err)
 			h.Release()
@@ -277,9 +280,13 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	}
 	r.mu.Unlock()
 	r.stateChanged()
-	p.mu.Lock()
-	h := p.handle
-	p.mu.Unlock()
+	h, err := p.sandboxHandle(ctx)
+	if errors.Is(err, env.ErrNotFound) || errors.Is(err, env.ErrSandboxGone) {
+		return nil // its state in the sandbox is gone already
+	}
+	if err != nil {
+		return fmt.Errorf("registry: remove %s: forgotten, but its state in the sandbox was not deleted: %w", p.id, err)
+	}
 	if h != nil {
 		if err := h.Remove(ctx); err != nil {
 			h.Release()

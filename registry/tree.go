@@ -63,6 +63,11 @@ func (p *proc) setLeftover(n int) bool {
 // catchUp copies what the tree wrote since the buffer's end: a stream
 // re-opened after the exit ends at the output written so far.
 func (p *proc) catchUp(ctx context.Context, h env.Process) {
+	release, err := p.outputTurn(ctx)
+	if err != nil {
+		return
+	}
+	defer release()
 	rd, err := h.Output(ctx, p.buf.Total())
 	if err != nil {
 		p.r.log.Debug("re-open output after the exit", "id", p.id, "err", err)

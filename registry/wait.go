@@ -24,7 +24,13 @@ func (r *Registry) Poll(ctx context.Context, id string, since int64) (PollResult
 	// The state is read before the output: a final state guarantees the
 	// output read after it is complete.
 	in := p.info()
+	if err := p.loadOutput(ctx, since); err != nil {
+		return PollResult{}, err
+	}
 	c := p.buf.ReadSince(since)
+	// A process restored finished whose output was not needed (since at
+	// its end) and so not read back: its end is the recorded size.
+	c.Next = max(c.Next, in.OutputBytes)
 	in.OutputBytes = c.Next
 	if in.State.Final() {
 		p.finalSeen.Store(true)
