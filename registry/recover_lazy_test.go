@@ -296,3 +296,40 @@ func TestRecoverFinishedRemoveAttaches(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist, "pruning left the sandbox state")
 	assert.Equal(t, int64(0), n.outputs.Load(), "removal read output")
 }
+
+// TestRecoverFinishedTreeStillRunning: a process whose leader had exited
+// with part of its tree running is followed again after a restart: its
+// output is read back, and what the leftover writes afterwards is
+// appended to it.
+func TestRecoverFinishedTreeStillRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	ctx := ctxT(t)
+	envDir, stateFile := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
+	flag := filepath.Join(t.TempDir(), "go")
+	r1 := localWithState(t, envDir, stateFile)
+	_, err := r1.Recover(ctx)
+	require.NoError(t, err)
+	in, err := r1.Start(ctx, StartOptions{Command: fmt.Sprintf(
+		"echo first; (while [ ! -e %s ]; do sleep 0.02; done; echo late) & echo leader-done", flag)})
+	require.NoError(t, err)
+	in, err = r1.Wait(ctx, in.ID, 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { g, _ := r1.Get(ctx, in.ID); return g.Leftover > 0 }, generous, poll,
+		"waiting for the leftover to be counted")
+	require.NoError(t, r1.Checkpoint())
+	r1.Close()
+
+	var n sandboxCalls
+	r2 := restartedLocal(t, envDir, stateFile, &n)
+	g, err := r2.Get(ctx, in.ID)
+	require.NoError(t, err)
+	require.True(t, g.TreeRunning, "%+v", g)
+	require.NoError(t, os.WriteFile(flag, nil, 0o600))
+	_, err = r2.WaitTree(ctx, in.ID, 0)
+	require.NoError(t, err)
+	pr, err := r2.Poll(ctx, in.ID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "first\nleader-done\nlate\n", string(pr.Output))
+}

@@ -17,8 +17,16 @@ import (
 // the output it writes where the backend can replay output, and closes
 // treeDone once nothing of the tree is left. It polls Survivors, fast at
 // first and then once a second; a signal of ours wakes it at once.
+//
+// When ctx ends (the registry is closing) the tree is left as last seen,
+// not recorded gone: Close's final checkpoint must keep it running, so
+// that the next registry follows it again.
 func (p *proc) followTree(ctx context.Context, h env.Process) {
-	defer p.treeGone()
+	defer func() {
+		if ctx.Err() == nil {
+			p.treeGone()
+		}
+	}()
 	delay := 10 * time.Millisecond
 	for {
 		surv, err := h.Survivors(ctx)
