@@ -16,6 +16,10 @@ const doneWait = 10 * time.Second
 // Poll returns the process's state and the output from byte cursor since
 // on (what the buffer still holds: see PollResult). It does not block.
 // Pass the returned Next as since to get only new output next time.
+//
+// For a process that had finished before a restart, the first Poll from
+// an offset before the end reads its output back from the sandbox, and
+// fails, saying why, when the sandbox no longer has it.
 func (r *Registry) Poll(ctx context.Context, id string, since int64) (PollResult, error) {
 	p, err := r.lookup(id)
 	if err != nil {
