@@ -286,15 +286,58 @@ func TestRecoverFinishedRemoveAttaches(t *testing.T) {
 	_, err = os.Stat(refDir(t, procs[0]))
 	require.ErrorIs(t, err, os.ErrNotExist, "Remove left the sandbox state")
 
-	// Pruning: make the process expire.
+	// Pruning: make the process expire. The sandbox state goes in the
+	// background (attaching may be a round trip; List does not wait).
 	r.mu.Lock()
 	p := r.procs[procs[1].ID]
 	r.mu.Unlock()
 	p.endedAt.Store(time.Now().Add(-2 * time.Hour).UnixNano())
 	assert.Empty(t, listed(t, r, ListOptions{All: true}))
-	_, err = os.Stat(refDir(t, procs[1]))
-	require.ErrorIs(t, err, os.ErrNotExist, "pruning left the sandbox state")
+	require.Eventually(t, func() bool { _, err := os.Stat(refDir(t, procs[1])); return os.IsNotExist(err) },
+		generous, poll, "waiting for pruning to delete the sandbox state")
 	assert.Equal(t, int64(0), n.outputs.Load(), "removal read output")
+}
+
+// TestRecoverFinishedPruneUnreachable: pruning finished processes whose
+// backend cannot be reached after the restart does not hold List.
+func TestRecoverFinishedPruneUnreachable(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	old := time.Now().Add(-time.Hour)
+	cf := checkpointFile{Version: checkpointVersion}
+	for i := range 5 {
+		cf.Processes = append(cf.Processes, checkpointRecord{
+			ID: fmt.Sprintf("proc_00000000000%d", i), Backend: "ssh://unreachable", Command: "make", State: StateExited,
+			Status: &env.ExitStatus{}, CreatedAt: old, EndedAt: old, OutputBytes: 10, Detached: true,
+			Ref: &env.Ref{Env: "ssh://unreachable", Data: json.RawMessage(`{}`)},
+		})
+	}
+	data, err := json.Marshal(cf)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(stateFile, data, 0o600))
+	var opens atomic.Int64
+	r, err := New(Config{
+		Open: func(ctx context.Context, target string) (env.Environment, error) {
+			opens.Add(1)
+			<-ctx.Done() // a host that never answers
+			return nil, ctx.Err()
+		},
+		Logger:      slog.New(slog.DiscardHandler),
+		StateFile:   stateFile,
+		FinishedTTL: time.Minute,
+	})
+	require.NoError(t, err)
+	rep, err := r.Recover(ctxT(t))
+	require.NoError(t, err)
+	assert.Equal(t, 5, rep.Restored[StateExited])
+	assert.Equal(t, int64(0), opens.Load(), "Recover opened the backend of finished processes")
+	t0 := time.Now()
+	assert.Empty(t, listed(t, r, ListOptions{All: true}))
+	assert.Less(t, time.Since(t0), time.Second, "List waited for the unreachable backend")
+	require.Eventually(t, func() bool { return opens.Load() > 0 }, generous, poll, "pruning never tried to remove the sandbox state")
+	// Close ends the background removal at once.
+	t0 = time.Now()
+	require.NoError(t, r.Close())
+	assert.Less(t, time.Since(t0), 5*time.Second)
 }
 
 // TestRecoverFinishedTreeStillRunning: a process whose leader had exited
