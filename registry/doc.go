@@ -93,8 +93,9 @@
 // state in the sandbox was removed, the sandbox is gone, or the process
 // was not detached — Poll and Log return an error that says so (matching
 // env.ErrNotFound, env.ErrSandboxGone or env.ErrUnsupported), and keep
-// returning it without asking again. Remove and pruning attach on demand
-// to delete the sandbox state.
+// returning it without asking again. Remove attaches on demand to delete
+// the sandbox state; pruning does so in the background, so that List
+// never waits for a backend that may be slow or gone.
 //
 // Locking is per process. The registry-wide lock guards only the process
 // and environment maps; no lock is held while copying output or calling an
