@@ -350,12 +350,15 @@ func TestRecoverFinishedTreeStillRunning(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	envDir, stateFile := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
-	flag := filepath.Join(t.TempDir(), "go")
+	flags := t.TempDir()
+	flag := filepath.Join(flags, "go")
 	r1 := localWithState(t, envDir, stateFile)
 	_, err := r1.Recover(ctx)
 	require.NoError(t, err)
+	// The leftover also ends when the test's directory is gone, so that
+	// a failed run leaves nothing looping.
 	in, err := r1.Start(ctx, StartOptions{Command: fmt.Sprintf(
-		"echo first; (while [ ! -e %s ]; do sleep 0.02; done; echo late) & echo leader-done", flag)})
+		"echo first; (while [ ! -e %s ] && [ -d %s ]; do sleep 0.02; done; echo late) & echo leader-done", flag, flags)})
 	require.NoError(t, err)
 	in, err = r1.Wait(ctx, in.ID, 0)
 	require.NoError(t, err)
