@@ -85,9 +85,18 @@ func TestRecoverStateFileV1(t *testing.T) {
 		Labels: map[string]string{"job": "ci"}, State: StateKilled, PID: 4242, Stdin: true, Notify: true,
 		CreatedAt: at("2026-11-20T09:00:00Z"), StartedAt: at("2026-11-20T09:00:01Z"), EndedAt: at("2026-11-20T09:30:00Z"),
 		Status:      &env.ExitStatus{Code: -1, Signal: env.SIGTERM},
-		OutputBytes: 0, // the sandbox no longer holds the output: only what is read back counts
+		OutputBytes: 1234, // recorded: the output is not read back for Get
 		Reason:      "killed by request", TimedOut: TimedOutIdle, WatchDisabled: true,
 	}, in)
+	// It was not detached, so its output did not survive: reading it says
+	// so, while a cursor at its end needs nothing.
+	_, err = r.Log(context.Background(), in.ID, LogOptions{})
+	require.ErrorIs(t, err, env.ErrUnsupported)
+	assert.Contains(t, err.Error(), "not started detached")
+	pr, err := r.Poll(context.Background(), in.ID, 1234)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1234), pr.Next)
+	assert.Empty(t, pr.Output)
 
 	lost, err := r.Get(t.Context(), "proc_0123456789ac")
 	require.NoError(t, err)

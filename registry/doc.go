@@ -26,7 +26,8 @@
 //	watch.go       output patterns and their rate limit
 //	buffer.go      the bounded head+tail output Buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
-//	recover.go     Recover: re-attach or settle what the state file lists
+//	recover.go     Recover: re-attach or settle what the state file lists;
+//	               the lazy read-back of a finished process's output
 //	types.go       the public value types (Info, options, results)
 //	errors.go      the sentinel errors callers branch on
 //	id.go          process IDs
@@ -75,6 +76,26 @@
 // fell out of the buffer; Log splits the held output into lines, with a
 // "[… N bytes omitted …]" line at the gap and, with Strip, the ANSI/OSC
 // stripping of package registry/ansi.
+//
+// # Restarts
+//
+// With Config.StateFile every state change is checkpointed, and Recover
+// makes a new registry track the processes of the file again. A process
+// still running is re-attached and its output read again from byte 0 (a
+// restart costs about one Attach per running process plus an exit
+// probe; see recoverExitProbe). A process that had finished is restored
+// from its record alone, whatever its backend — state, status,
+// timestamps, Info.OutputBytes — with no call to its sandbox, so List,
+// Get and Wait never read its output. The output stays in the sandbox
+// until a Poll from an offset before its end or a Log needs it: that call
+// attaches the process and reads the output into its buffer, once (other
+// callers wait for that read). If the output can no longer be had — its
+// state in the sandbox was removed, the sandbox is gone, or the process
+// was not detached — Poll and Log return an error that says so (matching
+// env.ErrNotFound, env.ErrSandboxGone or env.ErrUnsupported), and keep
+// returning it without asking again. Remove attaches on demand to delete
+// the sandbox state; pruning does so in the background, so that List
+// never waits for a backend that may be slow or gone.
 //
 // Locking is per process. The registry-wide lock guards only the process
 // and environment maps; no lock is held while copying output or calling an

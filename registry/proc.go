@@ -28,6 +28,9 @@ type proc struct {
 	admitted  uint64 // order of admission, set under r.mu: orders equal createdAt
 	buf       *Buffer
 	watch     *watcher // nil without patterns; used by the copier only
+	// lazy is set for a process restored in a final state: its output is
+	// still in the sandbox, read into buf on first need (loadOutput).
+	lazy *lazyOutput
 
 	started  chan struct{} // closed once running or failed
 	done     chan struct{} // closed once the final state is recorded
@@ -94,7 +97,7 @@ func (p *proc) infoLocked() Info {
 		CreatedAt:     p.createdAt,
 		StartedAt:     p.startedAt,
 		EndedAt:       p.endedTime,
-		OutputBytes:   p.buf.Total(),
+		OutputBytes:   p.outputBytes(),
 		Reason:        p.reason,
 		TimedOut:      p.timedOut,
 		WatchDisabled: p.watchDisabled.Load(),
@@ -109,6 +112,17 @@ func (p *proc) infoLocked() Info {
 		in.Status = &st
 	}
 	return in
+}
+
+// outputBytes is the size of the output: what the buffer received, or for
+// a process restored in a final state whose output was not read back yet,
+// what the checkpoint recorded.
+func (p *proc) outputBytes() int64 {
+	n := p.buf.Total()
+	if p.lazy != nil {
+		n = max(n, p.lazy.bytes)
+	}
+	return n
 }
 
 func (p *proc) closeReader() {

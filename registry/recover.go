@@ -5,19 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/env"
 )
 
-// recoverRefillTimeout bounds reading back the output of one process that
-// finished while no supervisor ran.
+// recoverRefillTimeout bounds how long Recover waits for a re-attached
+// process that finished while no supervisor ran to have its output read
+// back and its end recorded.
 const recoverRefillTimeout = 30 * time.Second
+
+// outputLoadTimeout bounds reading back the output of a process that had
+// finished before the restart (loadOutput).
+const outputLoadTimeout = 30 * time.Second
 
 // recoverExitProbe is the least time Recover gives a re-attached process
 // to say that it has already exited; a process still running makes the
@@ -64,8 +69,13 @@ type RecoverReport struct {
 //     gap and no duplicate, and Wait reports its real exit status, also
 //     when it ended while no supervisor ran. A kill whose signal was
 //     delivered before the crash still makes it killed.
-//   - A process that had already finished keeps its recorded state and
-//     status; its output is read back when the sandbox still has it.
+//   - A process that had already finished keeps its recorded state,
+//     status, timestamps and output size, and nothing of it is read from
+//     the sandbox: not its output, and the process is not even attached.
+//     Its output is read back on first need (Poll from an offset before
+//     its end, Log), once; Get, List and Wait never read it. One whose
+//     leader had left part of its tree running is attached, its output
+//     read back in the background and its tree followed again.
 //   - A process whose sandbox or state is gone (env.ErrSandboxGone,
 //     env.ErrNotFound), that cannot be attached for another reason, or
 //     that was not detached (a PTY) becomes lost, with the reason.
@@ -122,6 +132,16 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 			continue
 		}
 		p := r.restoredProc(rec)
+		// A finished process is settled from its record alone: no call
+		// to the sandbox, so no goroutine either. One whose leader left
+		// part of its tree running is followed again (restoreFinished).
+		settled := rec.State.Final() && !(rec.TreeRunning && rec.Ref != nil)
+		if rec.State.Final() {
+			p.settle()
+			if settled {
+				p.treeGone()
+			}
+		}
 		r.mu.Lock()
 		if _, dup := r.procs[p.id]; dup || r.closed {
 			r.mu.Unlock()
@@ -130,6 +150,12 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 		}
 		r.admitLocked(p)
 		r.mu.Unlock()
+		if settled {
+			mu.Lock()
+			rep.Restored[rec.State]++
+			mu.Unlock()
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -203,6 +229,9 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
 	p.leftover = rec.Leftover
+	if rec.State.Final() {
+		p.lazy = &lazyOutput{bytes: rec.OutputBytes, turn: make(chan struct{}, 1)}
+	}
 	p.watchDisabled.Store(rec.WatchDisabled)
 	if !rec.State.Final() && !rec.WatchDisabled {
 		// Invalid patterns cannot be in a record written by New's
@@ -277,70 +306,188 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	return p.info().State
 }
 
-func (r *Registry) attach(ctx context.Context, rec checkpointRecord) (env.Process, error) {
-	e, err := r.environment(ctx, rec.Backend)
+func (r *Registry) attach(ctx context.Context, backend string, ref env.Ref) (env.Process, error) {
+	e, err := r.environment(ctx, backend)
 	if err != nil {
 		return nil, err
 	}
-	return e.Attach(ctx, *rec.Ref)
+	return e.Attach(ctx, ref)
 }
 
-// restoreFinished keeps a finished process's recorded state and reads its
-// output back from the sandbox, when the sandbox still holds it.
-func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointRecord) {
-	follow := false
-	defer func() {
-		p.endedAt.Store(p.endedTime.UnixNano())
-		close(p.started)
-		close(p.done)
-		if !follow {
-			p.treeGone()
-		}
-	}()
+// settle marks a process restored in a final state as done; it is called
+// before the process is admitted.
+func (p *proc) settle() {
 	if p.endedTime.IsZero() {
 		p.endedTime = time.Now()
 	}
-	if rec.Ref == nil {
-		return
-	}
-	h, err := r.attach(ctx, rec)
+	p.endedAt.Store(p.endedTime.UnixNano())
+	close(p.started)
+	close(p.done)
+}
+
+// restoreFinished restores a finished process whose leader had left part
+// of its tree running: it is attached, and in the background its output
+// is read back and then its tree followed, as the supervisor before the
+// restart did.
+func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointRecord) {
+	h, err := r.attach(ctx, rec.Backend, *rec.Ref)
 	if err != nil {
-		r.log.Debug("recover: output of a finished process is gone", "id", p.id, "err", err)
+		r.log.Debug("recover: cannot follow the tree of a finished process", "id", p.id, "err", err)
+		p.treeGone()
 		return
 	}
-	p.handle = h // kept so that pruning or Remove deletes the sandbox state
-	if rec.TreeRunning {
-		// The leader had left part of its tree running: keep following
-		// it, as the supervisor before the restart did.
-		r.mu.Lock()
-		if !r.closed {
-			follow = true
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				<-p.done // the buffer is refilled first
-				p.followTree(r.ctx, h)
-			}()
-		}
+	p.mu.Lock()
+	p.handle = h // also what pruning or Remove deletes the sandbox state with
+	p.mu.Unlock()
+	r.mu.Lock()
+	if r.closed {
 		r.mu.Unlock()
-	}
-	rctx, cancel := context.WithTimeout(ctx, recoverRefillTimeout)
-	defer cancel()
-	rd, err := h.Output(rctx, 0)
-	if err != nil {
-		r.log.Debug("recover: read output of a finished process", "id", p.id, "err", err)
+		p.treeGone()
 		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		// First, so that what the tree writes later is appended at
+		// the end of the output, not read as its beginning.
+		if err := p.loadOutput(r.ctx, 0); err != nil {
+			r.log.Debug("recover: read back the output of a finished process", "id", p.id, "err", err)
+		}
+		p.followTree(r.ctx, h)
+	}()
+}
+
+// lazyOutput is the output of a process restored in a final state: the
+// size the checkpoint recorded, and whether the buffer holds it yet.
+type lazyOutput struct {
+	bytes  int64         // output_bytes of the record
+	turn   chan struct{} // (1) held while the buffer is filled from the sandbox
+	loaded atomic.Bool   // the buffer holds what the sandbox had
+	err    error         // under turn: why the output can never be read back
+}
+
+// outputTurn serialises the writers of a restored process's buffer
+// (loadOutput, and catchUp for a tree still followed), so that each
+// continues where the other stopped. It is a no-op for other processes,
+// whose buffer only their monitor writes.
+func (p *proc) outputTurn(ctx context.Context) (release func(), err error) {
+	if p.lazy == nil {
+		return func() {}, nil
+	}
+	select {
+	case p.lazy.turn <- struct{}{}:
+		return func() { <-p.lazy.turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("registry: output of %s: %w", p.id, ctx.Err())
+	case <-p.r.ctx.Done():
+		return nil, fmt.Errorf("registry: output of %s: %w", p.id, ErrClosed)
+	}
+}
+
+// loadOutput makes sure the buffer of a process restored in a final state
+// holds its output from byte from on: the first call that needs bytes the
+// buffer lacks reads them back from the sandbox; concurrent callers wait
+// for it, later ones find the buffer full. An error says why the output
+// cannot be had; an output that is gone for good (its state in the
+// sandbox removed, the process never detached) is reported so every time
+// without asking the sandbox again.
+func (p *proc) loadOutput(ctx context.Context, from int64) error {
+	l := p.lazy
+	if l == nil || l.loaded.Load() || from >= l.bytes {
+		return nil
+	}
+	release, err := p.outputTurn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if l.loaded.Load() {
+		return nil
+	}
+	if l.err != nil {
+		return l.err
+	}
+	err = p.readBack(ctx)
+	if err == nil {
+		l.loaded.Store(true)
+		return nil
+	}
+	if errors.Is(err, env.ErrNotFound) || errors.Is(err, env.ErrSandboxGone) || errors.Is(err, env.ErrUnsupported) {
+		l.err = err
+	}
+	p.r.log.Debug("read back the output of a finished process", "id", p.id, "err", err)
+	return err
+}
+
+// readBack copies the output of a restored process into its buffer, from
+// the buffer's end on (a read that failed half-way is continued, not
+// repeated).
+func (p *proc) readBack(ctx context.Context) error {
+	what := fmt.Sprintf("registry: output of %s (%d bytes; it ended before the supervisor restarted)", p.id, p.lazy.bytes)
+	if p.ref == nil {
+		return fmt.Errorf("%s: not kept: it was not started detached (a PTY, or a backend without re-attach), so only the supervisor before the restart held it: %w",
+			what, env.ErrUnsupported)
+	}
+	ctx, cancel := context.WithTimeout(ctx, outputLoadTimeout)
+	defer cancel()
+	defer context.AfterFunc(p.r.ctx, cancel)()
+	h, err := p.sandboxHandle(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", what, goneWords(err), err)
+	}
+	rd, err := h.Output(ctx, p.buf.Total())
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", what, goneWords(err), err)
 	}
 	defer rd.Close()
-	go func() {
-		// Output's reader honours its context only when opened; close it
-		// on timeout so a stuck stream cannot hold Recover.
-		<-rctx.Done()
-		rd.Close()
-	}()
-	if _, err := io.Copy(p.buf, rd); err != nil {
-		r.log.Debug("recover: read output of a finished process", "id", p.id, "err", err)
+	// Output's reader honours its context only when opened; close it
+	// when the context ends, so a stuck stream cannot hold the caller.
+	defer context.AfterFunc(ctx, func() { rd.Close() })()
+	if err := p.copyOutput(rd); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("%s: reading it back from the sandbox: %w", what, err)
 	}
+	return nil
+}
+
+// goneWords says what an error of the sandbox means for a restored
+// process's output.
+func goneWords(err error) string {
+	switch {
+	case errors.Is(err, env.ErrNotFound):
+		return "the sandbox no longer holds it (the process's state there was removed)"
+	case errors.Is(err, env.ErrSandboxGone):
+		return "its sandbox is gone"
+	}
+	return "cannot read it back from the sandbox"
+}
+
+// sandboxHandle returns p's handle on its process in the sandbox. A
+// process restored in a final state is attached on first use (nil when
+// it has no Ref: there is nothing in the sandbox to reach).
+func (p *proc) sandboxHandle(ctx context.Context) (env.Process, error) {
+	p.mu.Lock()
+	h, ref := p.handle, p.ref
+	p.mu.Unlock()
+	if h != nil || ref == nil || p.lazy == nil {
+		return h, nil
+	}
+	h, err := p.r.attach(ctx, p.backend, *ref)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.handle != nil {
+		// Attached concurrently: keep one handle.
+		h.Release()
+		return p.handle, nil
+	}
+	p.handle = h
+	return h, nil
 }
 
 // markLost records a restored process as lost.

@@ -139,6 +139,9 @@ func (r *Registry) Log(ctx context.Context, id string, opts LogOptions) (LogResu
 		return LogResult{}, err
 	}
 	in := p.info()
+	if err := p.loadOutput(ctx, 0); err != nil {
+		return LogResult{}, err
+	}
 	c := p.buf.ReadSince(0)
 	head, tail := c.Data, []byte(nil)
 	if c.Omitted > 0 {
@@ -168,7 +171,7 @@ func (r *Registry) Log(ctx context.Context, id string, opts LogOptions) (LogResu
 		Offset:       start + 1,
 		TotalLines:   len(lines),
 		OmittedBytes: c.Omitted,
-		OutputBytes:  c.Next,
+		OutputBytes:  max(c.Next, in.OutputBytes),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package registry
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -104,20 +105,59 @@ func (r *Registry) pruneExpiredLocked(now time.Time) []*proc {
 
 // cleanup drops the environment state of processes no longer tracked.
 func (r *Registry) cleanup(pruned []*proc) {
+	var unattached []*proc
 	for _, p := range pruned {
 		r.log.Debug("pruned finished process", "id", p.id)
 		p.mu.Lock()
-		h := p.handle
+		h, ref := p.handle, p.ref
 		p.mu.Unlock()
+		if h == nil && ref != nil && p.lazy != nil {
+			unattached = append(unattached, p)
+			continue
+		}
 		if h == nil {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		if err := h.Remove(ctx); err != nil {
-			r.log.Debug("remove process state", "id", p.id, "err", err)
-			h.Release()
-		}
+		r.removeState(ctx, p, h)
 		cancel()
+	}
+	if len(unattached) == 0 {
+		return
+	}
+	// Processes restored finished and never looked at since: they must be
+	// attached first, which may open their environment and is a round
+	// trip on a remote one. Nobody waits for it (pruning is the caller's
+	// side effect, not its request), so it happens in the background.
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		for _, p := range unattached {
+			if r.ctx.Err() != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.ctx, cleanupTimeout)
+			if h, err := p.sandboxHandle(ctx); err != nil {
+				r.log.Debug("remove process state: attach", "id", p.id, "err", err)
+			} else if h != nil {
+				r.removeState(ctx, p, h)
+			}
+			cancel()
+		}
+	}()
+}
+
+// removeState deletes a pruned process's state in its sandbox.
+func (r *Registry) removeState(ctx context.Context, p *proc, h env.Process) {
+	if err := h.Remove(ctx); err != nil {
+		r.log.Debug("remove process state", "id", p.id, "err", err)
+		h.Release()
 	}
 }
 
@@ -277,9 +317,15 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	}
 	r.mu.Unlock()
 	r.stateChanged()
-	p.mu.Lock()
-	h := p.handle
-	p.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	h, err := p.sandboxHandle(actx)
+	cancel()
+	if errors.Is(err, env.ErrNotFound) || errors.Is(err, env.ErrSandboxGone) {
+		return nil // its state in the sandbox is gone already
+	}
+	if err != nil {
+		return fmt.Errorf("registry: remove %s: forgotten, but its state in the sandbox was not deleted: %w", p.id, err)
+	}
 	if h != nil {
 		if err := h.Remove(ctx); err != nil {
 			h.Release()

@@ -17,8 +17,16 @@ import (
 // the output it writes where the backend can replay output, and closes
 // treeDone once nothing of the tree is left. It polls Survivors, fast at
 // first and then once a second; a signal of ours wakes it at once.
+//
+// When ctx ends (the registry is closing) the tree is left as last seen,
+// not recorded gone: Close's final checkpoint must keep it running, so
+// that the next registry follows it again.
 func (p *proc) followTree(ctx context.Context, h env.Process) {
-	defer p.treeGone()
+	defer func() {
+		if ctx.Err() == nil {
+			p.treeGone()
+		}
+	}()
 	delay := 10 * time.Millisecond
 	for {
 		surv, err := h.Survivors(ctx)
@@ -63,6 +71,11 @@ func (p *proc) setLeftover(n int) bool {
 // catchUp copies what the tree wrote since the buffer's end: a stream
 // re-opened after the exit ends at the output written so far.
 func (p *proc) catchUp(ctx context.Context, h env.Process) {
+	release, err := p.outputTurn(ctx)
+	if err != nil {
+		return
+	}
+	defer release()
 	rd, err := h.Output(ctx, p.buf.Total())
 	if err != nil {
 		p.r.log.Debug("re-open output after the exit", "id", p.id, "err", err)

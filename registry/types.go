@@ -136,7 +136,9 @@ type Info struct {
 	// failed processes.
 	Status *env.ExitStatus `json:"status,omitempty"`
 	// OutputBytes is the total number of output bytes received so far,
-	// including bytes that no longer fit the buffer. Monotonic.
+	// including bytes that no longer fit the buffer. Monotonic. For a
+	// process that had finished before a restart it is the size the
+	// state file recorded (its output is read back only when needed).
 	OutputBytes int64 `json:"output_bytes"`
 	// Reason explains a lost or failed state.
 	Reason string `json:"reason,omitempty"`

@@ -16,6 +16,10 @@ const doneWait = 10 * time.Second
 // Poll returns the process's state and the output from byte cursor since
 // on (what the buffer still holds: see PollResult). It does not block.
 // Pass the returned Next as since to get only new output next time.
+//
+// For a process that had finished before a restart, the first Poll from
+// an offset before the end reads its output back from the sandbox, and
+// fails, saying why, when the sandbox no longer has it.
 func (r *Registry) Poll(ctx context.Context, id string, since int64) (PollResult, error) {
 	p, err := r.lookup(id)
 	if err != nil {
@@ -24,7 +28,13 @@ func (r *Registry) Poll(ctx context.Context, id string, since int64) (PollResult
 	// The state is read before the output: a final state guarantees the
 	// output read after it is complete.
 	in := p.info()
+	if err := p.loadOutput(ctx, since); err != nil {
+		return PollResult{}, err
+	}
 	c := p.buf.ReadSince(since)
+	// A process restored finished whose output was not needed (since at
+	// its end) and so not read back: its end is the recorded size.
+	c.Next = max(c.Next, in.OutputBytes)
 	in.OutputBytes = c.Next
 	if in.State.Final() {
 		p.finalSeen.Store(true)
