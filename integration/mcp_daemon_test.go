@@ -1,5 +1,7 @@
 package integration
 
+//lint:file-ignore SA1019 MCP logging notifications are how corral tells a session-based client of events (see mcp/doc.go); the test listens to them.
+
 import (
 	"context"
 	"path/filepath"
