@@ -31,6 +31,9 @@ func TestPluginCLI(t *testing.T) {
 	dir := buildPlugins(t, "localplugin")
 	t.Setenv("CORRAL_PLUGIN_PATH", dir)
 	t.Setenv("HOME", t.TempDir()) // no stray plugins from ~/.local/share
+	// In process: plugins are found on this test's CORRAL_PLUGIN_PATH,
+	// which the package's shared daemon (TestMain) was not started with.
+	t.Setenv("CORRAL_NO_DAEMON", "1")
 
 	t.Run("RunExitCodeAndOutput", func(t *testing.T) {
 		r := runCorral(t, bin, strings.NewReader("from stdin\n"), "run", "--backend", "localplugin://", "--",
