@@ -269,9 +269,8 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	sse, ok := newSSE(w)
+	sse, ok := s.startSSE(w)
 	if !ok {
-		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
 		return
 	}
 	ctx, cancel := mergeDone(r.Context(), s.ctx)
@@ -452,9 +451,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, evs)
 		return
 	}
-	sse, ok := newSSE(w)
+	sse, ok := s.startSSE(w)
 	if !ok {
-		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
 		return
 	}
 	sub := s.reg.Subscribe()
@@ -507,6 +505,16 @@ func mergeDone(a, b context.Context) (context.Context, context.CancelFunc) {
 type sseWriter struct {
 	w http.ResponseWriter
 	f http.Flusher
+}
+
+// startSSE starts an SSE response, or answers that this connection
+// cannot stream.
+func (s *Server) startSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	sse, ok := newSSE(w)
+	if !ok {
+		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+	}
+	return sse, ok
 }
 
 func newSSE(w http.ResponseWriter) (*sseWriter, bool) {
@@ -563,9 +571,8 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		}
 		*d.to = v
 	}
-	sse, ok := newSSE(w)
+	sse, ok := s.startSSE(w)
 	if !ok {
-		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
 		return
 	}
 	// The started event and the output come from the registry's

@@ -97,11 +97,10 @@ func TestMCPThroughTheDaemon(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(r.Output), "\n")
 		require.Len(t, lines, 2, "output %q", r.Output)
 		assert.Equal(t, "cat cat 1", lines[0])
-		wd, _ := filepathAbs(".")
+		wd, err := filepath.Abs(".")
+		require.NoError(t, err)
 		assert.Equal(t, wd, lines[1], "commands run where corral mcp runs, not where the daemon does")
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": `echo "$PAGER"`, "env": map[string]string{"PAGER": "less"}}, &r))
 		assert.Equal(t, "less\n", r.Output, "the call's env overrides the defaults")
 	})
 }
-
-func filepathAbs(p string) (string, error) { return filepath.Abs(p) }
