@@ -426,7 +426,7 @@ func (c *Client) Shutdown(ctx context.Context, killAll bool) (ShutdownResponse, 
 // the daemon holds the subscription, so no later event is missed.
 func (c *Client) Events(ctx context.Context) (registry.EventStream, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	es := &eventStream{cancel: cancel, events: make(chan registry.Event, 64), done: make(chan struct{})}
+	es := &eventStream{c: c, cancel: cancel, events: make(chan registry.Event, 64), done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(es.done)
@@ -462,13 +462,36 @@ func (c *Client) Events(ctx context.Context) (registry.EventStream, error) {
 // registry's, it does not drop events: a slow reader holds the stream
 // back, and the daemon's subscription drops (and counts) them instead.
 type eventStream struct {
+	c      *Client
 	cancel context.CancelFunc
 	events chan registry.Event
 	done   chan struct{} // closed when the stream ended; err is set then
 	err    error
 }
 
+// Next hands over the next event. As in process, an exit whose final
+// result a caller has received by now (Event.Consumed) is left out. The
+// daemon decided that when it sent the event, which may be long before
+// this reader takes it, so an exited event is checked again here: one Get,
+// made even when ctx is done (a drain of what is queued), and on failure
+// the event is delivered: a repeated exit is better than a lost one.
 func (es *eventStream) Next(ctx context.Context) (registry.Event, error) {
+	for {
+		ev, err := es.next(ctx)
+		if err != nil || ev.Type != registry.EventExited || !es.reported(ctx, ev.ID) {
+			return ev, err
+		}
+	}
+}
+
+func (es *eventStream) reported(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	info, err := es.c.Get(ctx, id)
+	return err == nil && info.ResultReported
+}
+
+func (es *eventStream) next(ctx context.Context) (registry.Event, error) {
 	// What is queued comes first, also to a done ctx (as in process).
 	select {
 	case ev := <-es.events:

@@ -161,6 +161,11 @@ type Info struct {
 	// the registry has looked at the tree (a moment; one Survivors call),
 	// leftovers are not counted yet.
 	TreeRunning bool `json:"tree_running,omitempty"`
+	// ResultReported: a caller has received the final result (Wait, Poll,
+	// Log or Run saw the end), so the exited event is no longer delivered
+	// (Event.Consumed). A client of a remote registry filters its event
+	// stream by it.
+	ResultReported bool `json:"result_reported,omitempty"`
 }
 
 // StartOptions describes a process to start.

@@ -44,6 +44,7 @@ func Run(t *testing.T, svc registry.Service) {
 		{"RunTimeout", testRunTimeout},
 		{"RunCancelKills", testRunCancelKills},
 		{"Events", testEvents},
+		{"EventsSkipReportedExit", testEventsSkipReportedExit},
 		{"Errors", testErrors},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -354,6 +355,44 @@ func testEvents(t *testing.T, s suite) {
 	events.Close()
 	_, err = events.Next(ctxFor(t))
 	require.ErrorIs(t, err, registry.ErrClosed, "Next after Close")
+}
+
+// An exit whose result a caller received after the event was published,
+// but before the subscriber took it, is not handed over: the subscriber
+// would announce an end the agent already knows.
+func testEventsSkipReportedExit(t *testing.T, s suite) {
+	events, err := s.svc.Events(ctxFor(t))
+	require.NoError(t, err)
+	defer events.Close()
+	// Notify exempts the exits from the global event rate limit, which
+	// would otherwise be free to drop them and pass the test.
+	reported := s.start(t, registry.StartOptions{Command: "exit 0", Notify: true})
+	require.Eventually(t, func() bool {
+		in, err := s.svc.Get(ctxFor(t), reported.ID)
+		return err == nil && in.State.Final()
+	}, generous, 5*time.Millisecond, "waiting for %s to end", reported.ID)
+	in, err := s.svc.Get(ctxFor(t), reported.ID)
+	require.NoError(t, err)
+	assert.False(t, in.ResultReported, "Get reports the result as received")
+	in, err = s.svc.Wait(ctxFor(t), reported.ID, 0)
+	require.NoError(t, err)
+	require.True(t, in.State.Final())
+	in, err = s.svc.Get(ctxFor(t), reported.ID)
+	require.NoError(t, err)
+	assert.True(t, in.ResultReported, "after Wait returned the end")
+
+	marker := s.start(t, registry.StartOptions{Command: "exit 0", Notify: true})
+	for {
+		ev, err := events.Next(ctxFor(t))
+		require.NoError(t, err)
+		if ev.Type != registry.EventExited {
+			continue
+		}
+		require.NotEqual(t, reported.ID, ev.ID, "the exit of %s was handed over after Wait reported it", reported.ID)
+		if ev.ID == marker.ID {
+			break
+		}
+	}
 }
 
 func testErrors(t *testing.T, s suite) {
