@@ -160,6 +160,9 @@ type Status struct {
 	// PeerCred: connections from other uids are refused by SO_PEERCRED
 	// (Linux); elsewhere only file permissions protect the socket.
 	PeerCred bool `json:"peer_cred"`
+	// Backends are the environments the daemon holds open (warm): one per
+	// backend target, with the connection each keeps, if any.
+	Backends []registry.BackendInfo `json:"backends"`
 	// CheckpointWrites and CheckpointError describe the state file.
 	CheckpointWrites int64  `json:"checkpoint_writes"`
 	CheckpointError  string `json:"checkpoint_error,omitempty"`

@@ -132,6 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 		for _, in := range all {
 			st.Processes[in.State]++
 		}
+		st.Backends = reg.Backends()
 		var cerr error
 		st.CheckpointWrites, cerr = reg.CheckpointStats()
 		if cerr != nil {

@@ -1,8 +1,11 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/corralhq/corral/env"
 )
@@ -13,9 +16,10 @@ import (
 
 // envSlot is one opened (or opening) environment.
 type envSlot struct {
-	ready chan struct{} // closed once Open returned
-	env   env.Environment
-	err   error
+	ready    chan struct{} // closed once Open returned
+	env      env.Environment
+	err      error
+	openedAt time.Time // set before ready is closed
 }
 
 // environment returns the environment for target, opening it once.
@@ -34,7 +38,7 @@ func (r *Registry) environment(ctx context.Context, target string) (env.Environm
 		if err == nil && e == nil {
 			err = fmt.Errorf("Config.Open returned no environment")
 		}
-		slot.env, slot.err = e, err
+		slot.env, slot.err, slot.openedAt = e, err, time.Now()
 		if err != nil {
 			// Not cached: the next start retries.
 			r.mu.Lock()
@@ -56,4 +60,67 @@ func (r *Registry) environment(ctx context.Context, target string) (env.Environm
 		return nil, fmt.Errorf("registry: open backend %q: %w", target, slot.err)
 	}
 	return slot.env, nil
+}
+
+// BackendInfo describes an environment the registry holds open.
+type BackendInfo struct {
+	// Target is the backend target it was opened for ("local",
+	// "ssh://dev"); Name is the environment's own, canonical name.
+	Target   string    `json:"target"`
+	Name     string    `json:"name"`
+	OpenedAt time.Time `json:"opened_at"`
+	// Tracked counts the processes the registry tracks on it, Running
+	// those of them whose tree runs.
+	Tracked int `json:"tracked"`
+	Running int `json:"running"`
+	// Conn is the connection it holds, for environments that have one
+	// (env.ConnReporter).
+	Conn *env.ConnStatus `json:"conn,omitempty"`
+}
+
+// Backends lists the environments the registry has opened, by target.
+// Environments still opening are left out.
+func (r *Registry) Backends() []BackendInfo {
+	type open struct {
+		target string
+		slot   *envSlot
+	}
+	r.mu.Lock()
+	var slots []open
+	for target, slot := range r.envs {
+		select {
+		case <-slot.ready:
+			if slot.err == nil {
+				slots = append(slots, open{target, slot})
+			}
+		default:
+		}
+	}
+	procs := make([]*proc, 0, len(r.procs))
+	for _, p := range r.procs {
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+
+	out := make([]BackendInfo, 0, len(slots))
+	for _, o := range slots {
+		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt}
+		for _, p := range procs {
+			if p.backend != o.target {
+				continue
+			}
+			bi.Tracked++
+			if p.info().TreeRunning {
+				bi.Running++
+			}
+		}
+		if cr, ok := o.slot.env.(env.ConnReporter); ok {
+			if st := cr.ConnStatus(); st.State != "" {
+				bi.Conn = &st
+			}
+		}
+		out = append(out, bi)
+	}
+	slices.SortFunc(out, func(a, b BackendInfo) int { return cmp.Compare(a.Target, b.Target) })
+	return out
 }

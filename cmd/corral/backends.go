@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/docker"
@@ -58,6 +59,10 @@ type backendOptions struct {
 	// allowEnv names secret-looking variables of corral's environment that
 	// the local backend passes on nevertheless (--allow-env).
 	allowEnv []string
+	// idleClose closes a backend's connection (SSH) after that long
+	// without use; zero keeps it open. Only the daemon, which outlives
+	// its callers, sets it.
+	idleClose time.Duration
 }
 
 // open is the registry's Config.Open: it resolves a target to an
@@ -79,7 +84,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	case "docker", "docker-image":
 		e, err = docker.Open(ctx, target, docker.Options{})
 	case "ssh":
-		e, err = ssh.Open(ctx, target, ssh.Options{})
+		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose})
 	default:
 		e, err = plugins.Open(ctx, target, plugins.Options{Logger: slog.Default()})
 	}

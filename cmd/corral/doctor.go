@@ -20,6 +20,7 @@ import (
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/plugins"
+	"github.com/corralhq/corral/registry"
 )
 
 // probe is one line of corral doctor: a capability, whether it works,
@@ -28,6 +29,8 @@ type probe struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Status replaces "ok"/"missing" in the table when set.
+	Status string `json:"status,omitempty"`
 }
 
 const probeTimeout = 5 * time.Second
@@ -36,21 +39,29 @@ func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check what this machine supports: daemon, cgroup kill, PTY, Docker, ssh-agent, plugins",
+		Short: "Check what this machine supports (daemon, cgroup kill, PTY, Docker, ssh-agent, plugins) and what the daemon holds open",
 		Long: `Probe each capability for real (start a process, ping the engine, ask the
-agent) and report ok or missing with the reason. Exit 0 whatever is missing:
+agent) and report ok or missing with the reason. When the daemon runs, list
+the backends it holds open ("open ssh://..."): its connection (connected,
+idle, reconnecting), since when, when an unused one is closed
+(corral serve --idle-close) and its processes. Exit 0 whatever is missing:
 the report is the result. Does not start the daemon.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := orBackground(cmd.Context())
-			probes := []probe{probeDaemon(ctx), probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probePlugins()}
+			daemonProbe, open := probeDaemon(ctx)
+			probes := append([]probe{daemonProbe}, open...)
+			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probePlugins())
 			if asJSON {
 				return printJSON(stdout, probes)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			for _, p := range probes {
 				mark := "ok"
-				if !p.OK {
+				switch {
+				case p.Status != "":
+					mark = p.Status
+				case !p.OK:
 					mark = "missing"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, mark, oneLine(p.Detail))
@@ -62,23 +73,25 @@ the report is the result. Does not start the daemon.`,
 	return cmd
 }
 
-func probeDaemon(ctx context.Context) probe {
+// probeDaemon reports the daemon, and one line for each backend it holds
+// open ("what is warm").
+func probeDaemon(ctx context.Context) (probe, []probe) {
 	p := probe{Name: "daemon"}
 	paths, err := daemon.DefaultPaths()
 	if err != nil {
 		p.Detail = err.Error()
-		return p
+		return p, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	st, err := daemon.NewClient(paths.Socket).Status(ctx)
 	if errors.Is(err, daemon.ErrNoDaemon) {
 		p.Detail = "not running on " + paths.Socket + " (started on first use of start, ps, ...)"
-		return p
+		return p, nil
 	}
 	if err != nil {
 		p.Detail = err.Error()
-		return p
+		return p, nil
 	}
 	p.OK = st.Notice == "" && st.CheckpointError == ""
 	var n int
@@ -95,7 +108,51 @@ func probeDaemon(ctx context.Context) probe {
 	if st.CheckpointError != "" {
 		p.Detail += "; CHECKPOINT FAILING: " + st.CheckpointError
 	}
+	if len(st.Backends) == 0 {
+		p.Detail += "; no backend open"
+	}
+	open := make([]probe, 0, len(st.Backends))
+	for _, b := range st.Backends {
+		open = append(open, backendProbe(b, time.Now()))
+	}
+	return p, open
+}
+
+// backendProbe describes a backend the daemon holds open. It is ok unless
+// its connection is down.
+func backendProbe(b registry.BackendInfo, now time.Time) probe {
+	p := probe{Name: "open " + b.Target, OK: true}
+	parts := []string{}
+	if b.Name != b.Target {
+		parts = append(parts, b.Name)
+	}
+	parts = append(parts, "opened "+ago(now, b.OpenedAt))
+	if c := b.Conn; c != nil {
+		conn := "connection " + string(c.State)
+		if !c.Since.IsZero() {
+			conn += " since " + ago(now, c.Since)
+		}
+		if c.InUse > 0 {
+			conn += fmt.Sprintf(", %d calls under way", c.InUse)
+		}
+		if !c.IdleCloseAt.IsZero() {
+			conn += ", closes when idle in " + c.IdleCloseAt.Sub(now).Round(time.Second).String()
+		}
+		if c.Detail != "" {
+			conn += " (" + c.Detail + ")"
+		}
+		parts = append(parts, conn)
+		p.OK = c.State == env.ConnConnected || c.State == env.ConnIdle
+		p.Status = string(c.State)
+	}
+	parts = append(parts, fmt.Sprintf("%d processes tracked, %d running", b.Tracked, b.Running))
+	p.Detail = strings.Join(parts, "; ")
 	return p
+}
+
+// ago says how long before now t was, rounded to the second.
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String() + " ago"
 }
 
 // probeLocal returns a throwaway local environment with its state in a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		maxProcs       int
 		grace          time.Duration
 		quietIfRunning bool
+		idleClose      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,6 +43,11 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long:  serveLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("idle-close") {
+				if _, err := idleCloseEnv(); err != nil {
+					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
+				}
+			}
 			paths, err := daemon.DefaultPaths()
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}
@@ -49,7 +56,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{}.open,
+				Open:         backendOptions{idleClose: idleClose}.open,
 				Logger:       slog.Default(),
 				Version:      version,
 				MaxProcesses: maxProcs,
@@ -67,7 +74,30 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&maxProcs, "max-processes", daemon.DefaultMaxProcesses, "most processes tracked at once (finished ones are pruned first)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "default time between SIGTERM and SIGKILL for kills")
+	f.DurationVar(&idleClose, "idle-close", defaultIdleClose(), "close a backend's connection (SSH) after this long without use; the next use dials again (0: keep open; default from $CORRAL_IDLE_CLOSE, else 10m)")
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd
+}
+
+// defaultIdleClose is --idle-close's default: $CORRAL_IDLE_CLOSE, which
+// also reaches a daemon auto-started by another command, else 10 minutes
+// (also for a bad value, which checkIdleCloseEnv reports).
+func defaultIdleClose() time.Duration {
+	if d, err := idleCloseEnv(); err == nil && d >= 0 {
+		return d
+	}
+	return 10 * time.Minute
+}
+
+func idleCloseEnv() (time.Duration, error) {
+	v := os.Getenv("CORRAL_IDLE_CLOSE")
+	if v == "" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("CORRAL_IDLE_CLOSE=%q: want a duration such as 10m, 1h or 0 (never close)", v)
+	}
+	return d, nil
 }

@@ -433,6 +433,15 @@ func (e *Env) Close() error {
 	return errors.Join(errs...)
 }
 
+// ConnStatus implements env.ConnReporter with the transport's report; the
+// zero ConnStatus (no State) when the transport keeps nothing open.
+func (e *Env) ConnStatus() env.ConnStatus {
+	if r, ok := e.t.(env.ConnReporter); ok {
+		return r.ConnStatus()
+	}
+	return env.ConnStatus{}
+}
+
 func (e *Env) forget(p *process) {
 	e.mu.Lock()
 	delete(e.attached, p)

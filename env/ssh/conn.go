@@ -188,11 +188,23 @@ type conn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// wake asks the supervisor of an idle connection to dial again.
+	wake chan struct{}
+
 	mu      sync.Mutex
-	client  *xssh.Client // nil while down or after Close
-	downErr error        // why client is nil
+	client  *xssh.Client // nil while down, idle or after Close
+	downErr error        // why client is nil (for an idle one: its last dial failed)
 	closed  bool
-	changed chan struct{} // closed and replaced at every change of the above
+	// idle: closed after Options.IdleClose without use; dialled again on
+	// the next use, not in the background. idleFails counts the dials on
+	// demand that failed, so that a waiter knows its dial was tried.
+	idle      bool
+	idleGen   int // idle periods so far
+	idleFails int
+	since     time.Time     // when client, idle or downErr last changed
+	busy      int           // Exec and ExecLib calls under way
+	lastUse   time.Time     // when the last of them started or ended
+	changed   chan struct{} // closed and replaced at every change of the above
 }
 
 // newConn dials once, synchronously, so that Open reports an unreachable
@@ -211,6 +223,9 @@ func newConn(ctx context.Context, d *dialer) (*conn, error) {
 		cancel:   cancel,
 		client:   client,
 		changed:  make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		since:    time.Now(),
+		lastUse:  time.Now(),
 	}
 	c.residents = &nohup.ResidentPool{New: c.newResident, Max: max(1, d.opts.MaxSessions/2)}
 	c.wg.Add(1)
@@ -220,16 +235,84 @@ func newConn(ctx context.Context, d *dialer) (*conn, error) {
 
 // connState is a snapshot of the connection's state.
 type connState struct {
-	client  *xssh.Client
-	downErr error
-	closed  bool
-	changed <-chan struct{}
+	client    *xssh.Client
+	downErr   error
+	closed    bool
+	idle      bool
+	idleGen   int
+	idleFails int
+	changed   <-chan struct{}
 }
 
 func (c *conn) state() connState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return connState{c.client, c.downErr, c.closed, c.changed}
+	return connState{c.client, c.downErr, c.closed, c.idle, c.idleGen, c.idleFails, c.changed}
+}
+
+// use counts an Exec or ExecLib under way until the returned func is
+// called; a connection in use is never closed for idleness.
+func (c *conn) use() func() {
+	c.mu.Lock()
+	c.busy++
+	c.lastUse = time.Now()
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.busy--
+		c.lastUse = time.Now()
+		c.mu.Unlock()
+	}
+}
+
+// goIdle takes client out of use if nothing has used the connection for
+// Options.IdleClose. It decides under the lock that use takes, so no call
+// can pick client up once it returns true.
+func (c *conn) goIdle(client *xssh.Client) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.client != client || c.busy > 0 || time.Since(c.lastUse) < c.d.opts.IdleClose {
+		return false
+	}
+	c.client, c.downErr, c.idle, c.since = nil, nil, true, time.Now()
+	c.idleGen++
+	c.notifyLocked()
+	return true
+}
+
+// wakeUp asks the supervisor of an idle connection to dial.
+func (c *conn) wakeUp() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// connStatus describes the connection (env.ConnReporter).
+func (c *conn) connStatus() env.ConnStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := env.ConnStatus{Since: c.since, InUse: c.busy}
+	switch {
+	case c.closed:
+		st.State = env.ConnClosed
+	case c.client != nil:
+		st.State = env.ConnConnected
+		if c.d.opts.IdleClose > 0 && c.busy == 0 {
+			st.IdleCloseAt = c.lastUse.Add(c.d.opts.IdleClose)
+		}
+	case c.idle:
+		st.State = env.ConnIdle
+		if c.downErr != nil {
+			st.Detail = "last dial failed: " + c.downErr.Error()
+		}
+	default:
+		st.State = env.ConnReconnecting
+		if c.downErr != nil {
+			st.Detail = c.downErr.Error()
+		}
+	}
+	return st
 }
 
 // notifyLocked wakes everyone waiting for a change; c.mu must be held.
@@ -261,7 +344,8 @@ func (c *conn) waitUp(ctx context.Context) error {
 		switch {
 		case st.closed:
 			return fmt.Errorf("ssh: %s: %w", c.d.name, env.ErrReleased)
-		case st.client != nil:
+		case st.client != nil, st.idle:
+			// An idle connection is dialled by the next call.
 			return nil
 		}
 		select {
@@ -283,6 +367,7 @@ func (c *conn) setDown(err error) {
 	c.mu.Lock()
 	c.client = nil
 	c.downErr = err
+	c.since = time.Now()
 	c.notifyLocked()
 	c.mu.Unlock()
 	// Their sessions died with the connection.
@@ -297,52 +382,108 @@ func (c *conn) setUp(client *xssh.Client) bool {
 	}
 	c.client = client
 	c.downErr = nil
+	c.idle = false
+	c.since = time.Now()
+	// The idle clock starts again: a connection dialled for a call must
+	// not be closed before that call had a chance to use it.
+	c.lastUse = time.Now()
 	c.notifyLocked()
 	return true
 }
 
 // supervise watches the connection and re-establishes it when it drops.
+// A connection closed for idleness is dialled again only on demand.
 func (c *conn) supervise(client *xssh.Client) {
 	defer c.wg.Done()
-	backoff := c.d.opts.ReconnectMin
 	for {
 		err := c.watch(client)
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.setDown(fmt.Errorf("connection lost: %w", err))
-		c.log.Warn("ssh: connection lost; reconnecting", "target", c.d.name, "err", err)
-		for {
-			t := time.NewTimer(jitter(backoff))
-			select {
-			case <-c.ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			next, err := c.d.dial(c.ctx)
-			if err == nil {
-				if !c.setUp(next) {
-					next.Close()
-					return
-				}
-				c.log.Info("ssh: reconnected", "target", c.d.name)
-				client = next
-				backoff = c.d.opts.ReconnectMin
-				break
-			}
-			if c.ctx.Err() != nil {
-				return
-			}
-			c.setDown(err)
-			var hke *HostKeyError
-			if errors.As(err, &hke) {
-				c.log.Error("ssh: reconnect refused: host key", "target", c.d.name, "err", err)
-			} else {
-				c.log.Warn("ssh: reconnect failed", "target", c.d.name, "err", err, "retry_in", backoff)
-			}
-			backoff = min(backoff*2, c.d.opts.ReconnectMax)
+		var next *xssh.Client
+		if errors.Is(err, errIdle) {
+			c.residents.Reset() // their sessions died with the client
+			c.log.Info("ssh: closed the idle connection; the next use dials again", "idle_close", c.d.opts.IdleClose)
+			next = c.dialOnDemand()
+		} else {
+			c.setDown(fmt.Errorf("connection lost: %w", err))
+			c.log.Warn("ssh: connection lost; reconnecting", "target", c.d.name, "err", err)
+			next = c.reconnect()
 		}
+		if next == nil {
+			return
+		}
+		client = next
+	}
+}
+
+// errIdle ends watch when the connection was closed for idleness.
+var errIdle = errors.New("idle")
+
+// reconnect dials with exponential backoff until it succeeds (the new
+// client, in use) or Close (nil).
+func (c *conn) reconnect() *xssh.Client {
+	backoff := c.d.opts.ReconnectMin
+	for {
+		t := time.NewTimer(jitter(backoff))
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		next, err := c.d.dial(c.ctx)
+		if err == nil {
+			if !c.setUp(next) {
+				next.Close()
+				return nil
+			}
+			c.log.Info("ssh: reconnected", "target", c.d.name)
+			return next
+		}
+		if c.ctx.Err() != nil {
+			return nil
+		}
+		c.setDown(err)
+		var hke *HostKeyError
+		if errors.As(err, &hke) {
+			c.log.Error("ssh: reconnect refused: host key", "target", c.d.name, "err", err)
+		} else {
+			c.log.Warn("ssh: reconnect failed", "target", c.d.name, "err", err, "retry_in", backoff)
+		}
+		backoff = min(backoff*2, c.d.opts.ReconnectMax)
+	}
+}
+
+// dialOnDemand waits until a call needs the idle connection, then dials
+// once per request: a failure goes to the callers waiting (openSession)
+// and the connection stays idle, with no retries in the background for a
+// host nobody uses. It returns the new client, in use, or nil after Close.
+func (c *conn) dialOnDemand() *xssh.Client {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return nil
+		case <-c.wake:
+		}
+		next, err := c.d.dial(c.ctx)
+		if err == nil {
+			if !c.setUp(next) {
+				next.Close()
+				return nil
+			}
+			c.log.Info("ssh: connected again for a call")
+			return next
+		}
+		if c.ctx.Err() != nil {
+			return nil
+		}
+		c.mu.Lock()
+		c.downErr = err
+		c.idleFails++
+		c.notifyLocked()
+		c.mu.Unlock()
+		c.log.Warn("ssh: dial on demand failed", "err", err)
 	}
 }
 
@@ -356,14 +497,26 @@ func jitter(d time.Duration) time.Duration {
 func (c *conn) watch(client *xssh.Client) error {
 	dead := make(chan error, 1)
 	go func() { dead <- client.Wait() }()
-	var tick <-chan time.Time
+	var tick, idleTick <-chan time.Time
 	if c.d.opts.KeepAliveInterval > 0 {
 		t := time.NewTicker(c.d.opts.KeepAliveInterval)
 		defer t.Stop()
 		tick = t.C
 	}
+	if c.d.opts.IdleClose > 0 {
+		// Closed between IdleClose and 1.25 × IdleClose after the last use.
+		t := time.NewTicker(min(max(c.d.opts.IdleClose/4, 5*time.Millisecond), 30*time.Second))
+		defer t.Stop()
+		idleTick = t.C
+	}
 	for {
 		select {
+		case <-idleTick:
+			if c.goIdle(client) {
+				client.Close()
+				<-dead
+				return errIdle
+			}
 		case err := <-dead:
 			if err == nil {
 				err = io.EOF
@@ -448,6 +601,9 @@ func (c *conn) openSession(ctx context.Context) (*xssh.Client, *xssh.Session, er
 	}
 	var dead *xssh.Client // a client that failed; wait for its successor
 	var lastErr error
+	// The dial on demand this call asked for: in which idle period, and
+	// how many had failed before it.
+	woke, wokeGen, failsBefore := false, 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			// Checked before anything is sent: a cancelled Exec never
@@ -471,6 +627,23 @@ func (c *conn) openSession(ctx context.Context) (*xssh.Client, *xssh.Session, er
 				return nil, nil, fmt.Errorf("ssh: %s: open session: %w: %w", c.d.name, env.ErrUnavailable, err)
 			}
 			dead, lastErr = st.client, fmt.Errorf("connection lost: %w", err)
+		case st.idle:
+			// Dialled for this call, within the dial's own timeouts
+			// (ConnectTimeout, HandshakeTimeout) rather than
+			// ReconnectWait: nothing is wrong with an idle connection.
+			if woke && st.idleGen == wokeGen && st.idleFails > failsBefore {
+				return nil, nil, fmt.Errorf("ssh: %s: connect again after idle close: %w", c.d.name, st.downErr)
+			}
+			if !woke || st.idleGen != wokeGen {
+				woke, wokeGen, failsBefore = true, st.idleGen, st.idleFails
+				c.wakeUp()
+			}
+			select {
+			case <-st.changed:
+				continue
+			case <-ctx.Done():
+				return nil, nil, fmt.Errorf("ssh: %s: waiting for the connection: %w", c.d.name, ctx.Err())
+			}
 		case st.client == nil:
 			if permanent(st.downErr) {
 				return nil, nil, c.downError(st.downErr)
@@ -579,6 +752,7 @@ func (c *conn) openChannel(ctx context.Context, client *xssh.Client) (*xssh.Sess
 // Stdin is copied until it returns EOF or the remote side stops reading;
 // Exec waits for that copy, as os/exec does.
 func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	defer c.use()()
 	select {
 	case c.sessions <- struct{}{}:
 	case <-ctx.Done():
@@ -691,6 +865,7 @@ func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout,
 // unlike Exec no keepalive round trip is needed to trust the end of the
 // output.
 func (c *conn) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	defer c.use()()
 	code, err := c.residents.Call(ctx, lib, call, after, stdout, stderr)
 	switch {
 	case err == nil:

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/env"
 )
 
 // Options configures a connection. The zero value reads ~/.ssh/config and
@@ -64,6 +66,13 @@ type Options struct {
 	// negative: fail at once). Nothing has been sent to the host then, so
 	// the wait never runs a script twice.
 	ReconnectWait time.Duration
+
+	// IdleClose, when positive, closes the connection after that long
+	// without a call (a running process's output is polled, which counts
+	// as a call), together with its resident shells; the next call dials
+	// again. Zero keeps the connection open until Close, reconnecting
+	// when it drops. Remote processes are not affected either way.
+	IdleClose time.Duration
 
 	// MaxSessions is how many sessions are open on the connection at once
 	// (default 10, OpenSSH's MaxSessions); more Execs queue.
@@ -236,6 +245,9 @@ func (t *Transport) ExecLib(ctx context.Context, lib, call, after string, stdout
 // WaitConnected blocks until the connection is up (immediately unless it
 // dropped and is being re-established) or ctx is done.
 func (t *Transport) WaitConnected(ctx context.Context) error { return t.c.waitUp(ctx) }
+
+// ConnStatus implements env.ConnReporter.
+func (t *Transport) ConnStatus() env.ConnStatus { return t.c.connStatus() }
 
 // Close closes the connection and stops reconnecting. Idempotent.
 func (t *Transport) Close() error { return t.c.Close() }

@@ -1,0 +1,107 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+// An unused connection is closed after IdleClose, with nothing dialled in
+// the background; the next call dials again and runs.
+func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
+	srv := sshtest.Start(t)
+	d := &recordingDialer{}
+	opts := serverOptions(t, srv)
+	opts.Dial = d.Dial
+	opts.IdleClose = 150 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+
+	out, _, _ := run(t, tr, "echo one", nil)
+	require.Equal(t, "one\n", out)
+	st := tr.ConnStatus()
+	require.Equal(t, env.ConnConnected, st.State)
+	assert.False(t, st.IdleCloseAt.IsZero(), "a connected, unused connection says when it closes")
+
+	require.Eventually(t, func() bool { return tr.ConnStatus().State == env.ConnIdle },
+		condWait, condPoll, "waiting for the idle close")
+	select {
+	case <-d.last().thaw: // closed by Close
+	default:
+		t.Fatal("idle, but the TCP connection is still open")
+	}
+	time.Sleep(3 * opts.IdleClose)
+	require.Equal(t, 1, d.dialCount(), "an idle connection was dialled again with nobody asking")
+
+	out, _, _ = run(t, tr, "echo two", nil)
+	require.Equal(t, "two\n", out)
+	require.Equal(t, 2, d.dialCount())
+	require.Equal(t, env.ConnConnected, tr.ConnStatus().State)
+	// Resident shells of the closed connection are gone; ExecLib starts
+	// new ones on the new connection.
+	var lib strings.Builder
+	code, err := tr.ExecLib(context.Background(), "greet() { echo hi $1; }\n", "greet lib\n", "", &lib, nil)
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.Equal(t, "hi lib\n", lib.String())
+}
+
+// A call under way keeps the connection open however long it takes.
+func TestIdleCloseSparesCallsUnderWay(t *testing.T) {
+	srv := sshtest.Start(t)
+	d := &recordingDialer{}
+	opts := serverOptions(t, srv)
+	opts.Dial = d.Dial
+	opts.IdleClose = 50 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+
+	done := make(chan string, 1)
+	go func() {
+		var out strings.Builder
+		_, err := tr.Exec(context.Background(), "sleep 0.6; echo done", nil, &out, nil)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- out.String()
+	}()
+	require.Eventually(t, func() bool { return tr.ConnStatus().InUse == 1 }, condWait, condPoll)
+	require.True(t, tr.ConnStatus().IdleCloseAt.IsZero(), "a connection in use has no idle close time")
+	require.Equal(t, "done\n", <-done)
+	require.Equal(t, 1, d.dialCount(), "the connection was closed under a running call")
+}
+
+// A dial on demand that fails is the call's error, quickly, and the
+// connection stays idle (no reconnect loop for a host nobody uses); the
+// next call tries again.
+func TestIdleCloseDialFailureIsTheCallsError(t *testing.T) {
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.IdleClose = 50 * time.Millisecond
+	tr := dialServer(t, srv, opts)
+	run(t, tr, "true", nil)
+	require.Eventually(t, func() bool { return tr.ConnStatus().State == env.ConnIdle },
+		condWait, condPoll, "waiting for the idle close")
+
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), condWait)
+	defer cancel()
+	_, err := tr.Exec(ctx, "true", nil, nil, nil)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, env.ErrUnavailable), "want ErrUnavailable, got %v", err)
+	require.Contains(t, err.Error(), "connect again after idle close")
+	st := tr.ConnStatus()
+	require.Equal(t, env.ConnIdle, st.State)
+	require.Contains(t, st.Detail, "last dial failed")
+
+	srv.Restart(t)
+	out, _, _ := run(t, tr, "echo back", nil)
+	require.Equal(t, "back\n", out)
+}
