@@ -193,6 +193,15 @@ type releasingEnv struct {
 	killAll *atomic.Bool
 }
 
+// ConnStatus passes the environment's report on (env.ConnReporter), which
+// embedding alone would hide.
+func (e *releasingEnv) ConnStatus() env.ConnStatus {
+	if r, ok := e.Environment.(env.ConnReporter); ok {
+		return r.ConnStatus()
+	}
+	return env.ConnStatus{}
+}
+
 func (e *releasingEnv) Close() error {
 	if e.killAll.Load() || e.Name() == "local" {
 		return e.Environment.Close()

@@ -98,6 +98,12 @@ type Config struct {
 	// (see LocalSignalBaseline). Nil means none: a command must start with
 	// every disposition at its default and nothing blocked.
 	SignalBaseline func(t *testing.T) SignalMasks
+
+	// Skip names cases ("Output/Large50MB") to skip, each with the reason
+	// the skip message gives. It is for a backend run more than once in
+	// one package (once per shell): the load cases need to run only once
+	// per code path, and the skip list keeps what was left out visible.
+	Skip map[string]string
 }
 
 // DefaultTimeout is the bound of every wait when Config.Timeout is zero.
@@ -110,6 +116,11 @@ func Run(t *testing.T, cfg Config) {
 	if cfg.New == nil {
 		t.Fatal("envtest: Config.New is nil")
 	}
+	for name := range cfg.Skip {
+		if !knownCase(name) {
+			t.Fatalf("envtest: Config.Skip names %q, which is no case of the suite (want Group/Case)", name)
+		}
+	}
 	s := &suite{cfg: cfg, timeout: cfg.Timeout}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -119,12 +130,26 @@ func Run(t *testing.T, cfg Config) {
 			s.parallel(t)
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
+					if why, ok := cfg.Skip[g.name+"/"+c.name]; ok {
+						t.Skip("envtest.Config.Skip: " + why)
+					}
 					s.parallel(t)
 					c.run(t, s)
 				})
 			}
 		})
 	}
+}
+
+func knownCase(name string) bool {
+	for _, g := range groups {
+		for _, c := range g.cases {
+			if g.name+"/"+c.name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type testCase struct {
