@@ -93,6 +93,13 @@
 // reconnect refused for its host key or keys is not "unavailable": Exec
 // reports that error so it cannot go unnoticed.
 //
+// With Options.IdleClose set (the daemon sets it), a connection without a
+// call for that long — a running process's output poll is a call — is
+// closed with its resident shells, and nothing reconnects it in the
+// background: the next call dials, within the connect and handshake
+// timeouts rather than ReconnectWait, and a failed dial is that call's
+// error. [Transport.ConnStatus] says which state the connection is in.
+//
 // # Running a script
 //
 // Exec sends `/bin/sh -c '<script>'` with the script single-quoted, since
