@@ -27,7 +27,7 @@ import (
 // (linking takes seconds on two cores), into the package's directory
 // (TestMain), where it outlives every test, as the shared daemon it
 // starts must.
-func buildCorral(t *testing.T) string {
+func buildCorral(t testing.TB) string {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("corral run end-to-end tests need a POSIX shell")

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,15 +57,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 	t.Cleanup(func() { removeContainer(dockerCli, sandbox) })
 
 	h := newDaemonHome(t, buildCorral(t))
-	// The daemon reaches the ssh host the way a user's ssh would: default
-	// identity file and known_hosts under HOME, and no agent of ours.
-	h.env = slices.DeleteFunc(h.env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") })
-	dotSSH := filepath.Join(h.home, ".ssh")
-	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
-	copyFile(t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
+	h.trustSSH(srv)
 
 	// Local and ssh processes run on this machine: their flags are files
 	// here. A process also ends when the flag directory is gone, so that a
@@ -237,7 +228,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 	}
 }
 
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+func copyFile(t testing.TB, from, to string, mode os.FileMode) {
 	t.Helper()
 	data, err := os.ReadFile(from)
 	if err != nil {

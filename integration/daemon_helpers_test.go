@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/daemon"
+	"github.com/corralhq/corral/env/ssh/sshtest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -21,7 +23,7 @@ import (
 // directory, local backend state) and XDG_RUNTIME_DIR (socket), so tests
 // never meet another test's daemon.
 type daemonHome struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	home   string
 	socket string
@@ -29,7 +31,7 @@ type daemonHome struct {
 	serve  *exec.Cmd // the foreground daemon, when started by serve
 }
 
-func newDaemonHome(t *testing.T, bin string) *daemonHome {
+func newDaemonHome(t testing.TB, bin string) *daemonHome {
 	t.Helper()
 	// Short paths: a unix socket path must fit in 108 bytes.
 	root, err := os.MkdirTemp("", "cd")
@@ -185,4 +187,17 @@ func exitRecorded(dir string) bool {
 	}
 	_, exit, ok := strings.Cut(string(b), "\n")
 	return ok && strings.TrimSpace(exit) != ""
+}
+
+// trustSSH lets the daemon of h reach srv the way a user's ssh would:
+// default identity file and known_hosts under HOME, and no agent.
+func (h *daemonHome) trustSSH(srv *sshtest.Server) {
+	h.t.Helper()
+	dotSSH := filepath.Join(h.home, ".ssh")
+	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	copyFile(h.t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
+	copyFile(h.t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
+	h.env = slices.DeleteFunc(h.env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") })
 }

@@ -34,7 +34,7 @@ var (
 // requireDocker returns an engine client, with the test image built. No
 // engine skips the test with the reason, or fails it when
 // CORRAL_REQUIRE_DOCKER=1.
-func requireDocker(t *testing.T) *client.Client {
+func requireDocker(t testing.TB) *client.Client {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("Docker integration tests run on Linux")
@@ -66,7 +66,7 @@ func requireDocker(t *testing.T) *client.Client {
 	return cli
 }
 
-func dockerCtx(t *testing.T) context.Context {
+func dockerCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -80,7 +80,7 @@ func uniqueName(prefix string) string {
 
 // startUserContainer starts a container the way a user would (not a corral
 // sandbox) and removes it when the test ends.
-func startUserContainer(t *testing.T, cli *client.Client) string {
+func startUserContainer(t testing.TB, cli *client.Client) string {
 	t.Helper()
 	ctx := dockerCtx(t)
 	name := uniqueName("corral-it-")

@@ -2,8 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -41,13 +39,8 @@ func TestDaemonKeepsSSHWarm(t *testing.T) {
 	srv := sshtest.Start(t)
 	bin := buildCorral(t)
 	h := newDaemonHome(t, bin)
-	dotSSH := filepath.Join(h.home, ".ssh")
-	require.NoError(t, os.MkdirAll(dotSSH, 0o700))
-	copyFile(t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
-	copyFile(t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
-	h.env = slices.DeleteFunc(h.env, func(kv string) bool {
-		return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") || strings.HasPrefix(kv, "CORRAL_IDLE_CLOSE=")
-	})
+	h.trustSSH(srv)
+	h.env = slices.DeleteFunc(h.env, func(kv string) bool { return strings.HasPrefix(kv, "CORRAL_IDLE_CLOSE=") })
 	// Reaches the daemon the first run auto-starts.
 	const idle = 2 * time.Second
 	h.env = append(h.env, "CORRAL_IDLE_CLOSE="+idle.String())

@@ -3,17 +3,12 @@ package ssh
 import (
 	"context"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/ssh/sshtest"
@@ -58,7 +53,7 @@ func BenchmarkSSHTrue(b *testing.B) {
 	srv, opts := benchServer(b)
 	b.Run("corral", func(b *testing.B) { benchCorralRun(b, srv, opts, "true") })
 	b.Run("baseline", func(b *testing.B) {
-		sock := startControlMaster(b, srv)
+		sock := srv.StartControlMaster(b)
 		benchCommand(b, "ssh", "-F", srv.SSHConfig, "-S", sock, srv.Alias, "true")
 	})
 }
@@ -159,44 +154,4 @@ func benchCommand(b *testing.B, name string, args ...string) {
 			b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
 	}
-}
-
-// startControlMaster starts `ssh -M -N` as a child of the benchmark (not
-// -f, so it stays ours to stop) and waits until its socket answers.
-func startControlMaster(b *testing.B, srv *sshtest.Server) string {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		b.Skipf("ssh not installed: %v", err)
-	}
-	sock := filepath.Join(b.TempDir(), "cm.sock")
-	cmd := exec.Command("ssh", "-F", srv.SSHConfig, "-M", "-N", "-S", sock, "-o", "ControlPersist=no", srv.Alias)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	b.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-	})
-	exited := false
-	require.Eventually(b, func() bool {
-		select {
-		case <-done:
-			exited = true
-			return true
-		default:
-		}
-		if _, err := os.Stat(sock); err != nil {
-			return false
-		}
-		return exec.Command("ssh", "-F", srv.SSHConfig, "-S", sock, "-O", "check", srv.Alias).Run() == nil
-	}, 30*time.Second, 20*time.Millisecond, "waiting for the ssh ControlMaster to come up")
-	if exited {
-		b.Fatal("ssh ControlMaster exited at start")
-	}
-	return sock
 }

@@ -239,6 +239,14 @@ var DefaultChecks = []Check{
 	{Bench: "DetachedStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 3},
 	{Bench: "DetachedExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 2},
 	{Bench: "DetachedIngest", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.7},
+	// Whole CLI processes against a warm daemon: a run over SSH at most
+	// half of OpenSSH through a warm ControlMaster; a local run within
+	// 20 ms; `corral version` within 10 ms. CLIRunDocker is reported
+	// against `docker exec` without a target (it needs resident shells on
+	// docker).
+	{Bench: "CLIRunSSH", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.5},
+	{Bench: "CLIRunLocal", Unit: "ns/op", Kind: Below, Limit: 20e6},
+	{Bench: "CLIVersion", Unit: "ns/op", Kind: Below, Limit: 10e6},
 }
 
 // Row is one line of the table.

@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/env/ssh/sshtest"
+)
+
+// The CLI benchmarks time whole processes, as a user or an agent's shell
+// tool pays them: fork and exec of the corral binary, its start-up, the
+// call to the daemon and the command's run. Each pairs corral with the
+// native tool, measured in the same run on the same machine:
+//
+//	BenchmarkCLIRunSSH/corral      the second and later `corral run --backend ssh://h -- true`
+//	BenchmarkCLIRunSSH/baseline    `ssh h true` through a warm OpenSSH ControlMaster
+//	BenchmarkCLIRunSSH/newconn     `ssh h true` on a new connection each time (for reference)
+//	BenchmarkCLIRunDocker/corral   `corral run --backend docker://c -- true`
+//	BenchmarkCLIRunDocker/baseline `docker exec c true`
+//	BenchmarkCLIRunLocal/corral    `corral run -- true` through the daemon
+//	BenchmarkCLIRunLocal/nodaemon  `corral run --no-daemon -- true`
+//	BenchmarkCLIRunLocal/baseline  `sh -c true`
+//	BenchmarkCLIVersion/corral     `corral version`
+//	BenchmarkCLIVersion/baseline   `true` (/bin/true): a process's floor cost
+//
+// Every corral figure is taken after one unmeasured call, so that the
+// daemon runs and the backend is open: the figures are those of a warm
+// daemon, which is what every call but a user's first pays.
+
+// benchProcess runs name args until the benchmark ends, failing on the
+// first error; want, when not empty, must be the start of its stdout.
+func benchProcess(b *testing.B, environ []string, want string, name string, args ...string) {
+	b.Helper()
+	run := func() {
+		cmd := exec.Command(name, args...)
+		cmd.Env = environ
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			b.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr)
+		}
+		if !strings.HasPrefix(string(out), want) {
+			b.Fatalf("%s %s: stdout %q, want %q", name, strings.Join(args, " "), out, want)
+		}
+	}
+	run() // warm: daemon up, backend open, page cache
+	for b.Loop() {
+		run()
+	}
+}
+
+func BenchmarkCLIRunSSH(b *testing.B) {
+	sshtest.Require(b)
+	srv := sshtest.Start(b)
+	h := newDaemonHome(b, buildCorral(b))
+	h.trustSSH(srv)
+	b.Run("corral", func(b *testing.B) {
+		benchProcess(b, h.env, "", h.bin, "run", "--backend", srv.Target(), "--", "true")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		sock := srv.StartControlMaster(b)
+		benchProcess(b, h.env, "", "ssh", "-F", srv.SSHConfig, "-S", sock, srv.Alias, "true")
+	})
+	b.Run("newconn", func(b *testing.B) {
+		benchProcess(b, h.env, "", "ssh", "-F", srv.SSHConfig, "-o", "ControlMaster=no", "-o", "ControlPath=none", srv.Alias, "true")
+	})
+}
+
+func BenchmarkCLIRunDocker(b *testing.B) {
+	cli := requireDocker(b)
+	name := startUserContainer(b, cli)
+	h := newDaemonHome(b, buildCorral(b))
+	b.Run("corral", func(b *testing.B) {
+		benchProcess(b, h.env, "", h.bin, "run", "--backend", "docker://"+name, "--", "true")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		benchProcess(b, h.env, "", "docker", "exec", name, "true")
+	})
+}
+
+func BenchmarkCLIRunLocal(b *testing.B) {
+	h := newDaemonHome(b, buildCorral(b))
+	b.Run("corral", func(b *testing.B) {
+		benchProcess(b, h.env, "", h.bin, "run", "--", "true")
+	})
+	b.Run("nodaemon", func(b *testing.B) {
+		benchProcess(b, h.env, "", h.bin, "run", "--no-daemon", "--", "true")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		benchProcess(b, h.env, "", "sh", "-c", "true")
+	})
+}
+
+func BenchmarkCLIVersion(b *testing.B) {
+	h := newDaemonHome(b, buildCorral(b))
+	b.Run("corral", func(b *testing.B) {
+		benchProcess(b, h.env, "corral ", h.bin, "version")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		benchProcess(b, h.env, "", "true")
+	})
+}
