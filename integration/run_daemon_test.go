@@ -133,3 +133,45 @@ func findListed(t *testing.T, bin, marker string) *registry.Info {
 	}
 	return nil
 }
+
+// A daemon killed with -9 under a `corral run` takes the run's lease with
+// it: the client says so and exits 125, and the next daemon kills the
+// tree it finds (started detached for exactly this) instead of losing
+// track of it while it runs on.
+func TestRunSurvivesNoDaemonCrash(t *testing.T) {
+	h := newDaemonHome(t, buildCorral(t))
+	h.startServe()
+	m := cliSleepMarker(t)
+	cmd := exec.Command(h.bin, "run", "--", "sh", "-c", "echo ready; (sleep "+m+" &); sleep "+m)
+	cmd.Env = h.env
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	cliRequireMarkerRunning(t, m, 2)
+
+	h.crashServe()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "corral run after its daemon died: %v", err)
+	assert.Equal(t, 125, ee.ExitCode(), "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "daemon")
+	require.Len(t, cliMarkerPIDs(t, m), 2, "the tree runs on while no daemon runs")
+
+	h.startServe() // recovers the state file
+	cliRequireMarkerGone(t, m)
+	var ours *registry.Info
+	for _, in := range h.list("") {
+		if strings.Contains(in.Command, m) {
+			ours = &in
+		}
+	}
+	require.NotNil(t, ours, "the new daemon does not list the foreground process")
+	assert.Equal(t, registry.StateKilled, ours.State)
+	assert.Contains(t, ours.Reason, "foreground")
+}

@@ -294,6 +294,9 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	cancel()
 	go p.monitor()
 	if werr != nil {
+		if p.foreground {
+			r.killOrphanedForeground(p)
+		}
 		return StateRunning
 	}
 	t := time.NewTimer(recoverRefillTimeout)
@@ -503,4 +506,35 @@ func (p *proc) markLost(err error) {
 	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
 	p.r.ev.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
 		Summary: fmt.Sprintf("%s lost: %v", p.id, err), consumed: &p.finalSeen})
+}
+
+// orphanedForegroundReason is the Reason of a foreground process killed at
+// recovery.
+const orphanedForegroundReason = "killed at recovery: it ran in the foreground, and its caller (a corral run client, whose connection was its lease) was lost with the supervisor"
+
+// killOrphanedForeground kills, in the background, a foreground process
+// found running after a restart: the caller that waited for it went away
+// with the supervisor that crashed, and a foreground process never
+// outlives its caller.
+func (r *Registry) killOrphanedForeground(p *proc) {
+	p.mu.Lock()
+	p.reason = orphanedForegroundReason
+	p.mu.Unlock()
+	r.log.Info("recover: killing a foreground process whose caller was lost", "id", p.id)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		_, grace, _ := r.killParams("", 0)
+		ctx, cancel := context.WithTimeout(r.ctx, grace+killAfterCancel)
+		defer cancel()
+		if _, err := p.kill(ctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateKilled}); err != nil && r.ctx.Err() == nil {
+			r.log.Warn("recover: kill of an orphaned foreground process failed", "id", p.id, "err", err)
+		}
+	}()
 }

@@ -35,8 +35,12 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	if err != nil {
 		return RunResult{}, err
 	}
+	// A registry that checkpoints (the daemon) may crash under a
+	// foreground process as well: started detached, the next one can
+	// re-attach it to kill it (Recover), where a plain child of the dead
+	// supervisor would run on with nobody able to find it.
 	p, err := r.start(ctx, opts.StartOptions, startHow{
-		detach: opts.YieldAfter > 0, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started})
+		detach: opts.YieldAfter > 0 || r.ckpt != nil, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started})
 	if p == nil {
 		return RunResult{}, err
 	}

@@ -140,7 +140,9 @@ type Info struct {
 	// process that had finished before a restart it is the size the
 	// state file recorded (its output is read back only when needed).
 	OutputBytes int64 `json:"output_bytes"`
-	// Reason explains a lost or failed state.
+	// Reason explains a lost or failed state, or why the registry killed
+	// the process on its own (a foreground process found running after a
+	// restart, whose caller was lost).
 	Reason string `json:"reason,omitempty"`
 	// TimedOut is "", "timeout" or "idle_timeout".
 	TimedOut string `json:"timed_out,omitempty"`
