@@ -3,6 +3,7 @@ module github.com/corralhq/corral
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.14
 	github.com/containerd/errdefs v1.0.0
 	github.com/creack/pty v1.1.24
 	github.com/distribution/reference v0.6.0

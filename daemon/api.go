@@ -160,6 +160,9 @@ type Status struct {
 	// PeerCred: connections from other uids are refused by SO_PEERCRED
 	// (Linux); elsewhere only file permissions protect the socket.
 	PeerCred bool `json:"peer_cred"`
+	// Dashboard is the dashboard's address (without its token) while it
+	// is served; "" when not.
+	Dashboard string `json:"dashboard,omitempty"`
 	// Backends are the environments the daemon holds open (warm): one per
 	// backend target, with the connection each keeps, if any.
 	Backends []registry.BackendInfo `json:"backends"`

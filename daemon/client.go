@@ -614,3 +614,12 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 
 // runKillBound bounds a cancelled Run's kill beyond the grace.
 const runKillBound = 20 * time.Second
+
+// Dashboard starts the daemon's dashboard on addr (empty: 127.0.0.1 and a
+// free port) unless it runs already, and returns its URL, which carries
+// the access token.
+func (c *Client) Dashboard(ctx context.Context, addr string) (DashboardInfo, error) {
+	var info DashboardInfo
+	err := c.do(ctx, http.MethodPost, "/dashboard", nil, DashboardRequest{Addr: addr}, &info)
+	return info, err
+}

@@ -31,6 +31,10 @@ type Config struct {
 	MaxProcesses int
 	// DefaultGrace is the kill grace period when a request names none.
 	DefaultGrace time.Duration
+	// HTTPAddr, when set, serves the dashboard on this loopback address
+	// from the start (corral serve --http); otherwise the first POST
+	// /v1/dashboard (corral dashboard) starts it.
+	HTTPAddr string
 	// Ready, when set, is called once the socket accepts connections.
 	Ready func(Status)
 }
@@ -121,6 +125,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("daemon: chmod socket: %w", err)
 	}
 
+	dash, err := newDashboardHost(reg, cfg.Logger, cfg.DefaultGrace)
+	if err != nil {
+		return err
+	}
+	defer dash.close()
+	if cfg.HTTPAddr != "" {
+		info, err := dash.start(cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("daemon: --http: %w", err)
+		}
+		// The one place the token is shown to whoever started the
+		// daemon in the foreground.
+		log.Info("dashboard: open this URL (it carries the access token)", "url", info.URL)
+	}
+
 	started := time.Now()
 	status := func() Status {
 		st := Status{
@@ -133,6 +152,9 @@ func Run(ctx context.Context, cfg Config) error {
 			st.Processes[in.State]++
 		}
 		st.Backends = reg.Backends()
+		if info, ok := dash.running(); ok {
+			st.Dashboard = "http://" + info.Addr + "/"
+		}
 		var cerr error
 		st.CheckpointWrites, cerr = reg.CheckpointStats()
 		if cerr != nil {
@@ -148,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		stopOnce.Do(func() { close(stopReq) })
 	})
+	srv.dashboard = dash.start
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(&peerListener{Listener: ln, log: log, uid: os.Getuid()}) }()
@@ -169,6 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}
 	srv.Close() // ends streams, so Shutdown does not wait for them
+	dash.close()
 	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()

@@ -32,6 +32,9 @@ type Server struct {
 	// shutdown is called by POST /v1/shutdown after the response was
 	// prepared; it must not block.
 	shutdown func(killAll bool)
+	// dashboard starts (or finds) the dashboard for POST /v1/dashboard;
+	// nil where there is none (a Server mounted by a test).
+	dashboard func(addr string) (DashboardInfo, error)
 
 	ctx    context.Context // cancelled by Close: ends streams
 	cancel context.CancelFunc
@@ -94,6 +97,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
 	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
+	mux.HandleFunc("POST "+v+"/dashboard", s.handleDashboard)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s: see docs/api.md", r.Method, r.URL.Path))
 	})
@@ -275,35 +279,14 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := mergeDone(r.Context(), s.ctx)
 	defer cancel()
-	// The registry has no output notification; poll adaptively: fast
-	// while output flows, backing off to 250 ms when idle.
-	interval := 10 * time.Millisecond
-	for {
-		pr, err := s.reg.Poll(ctx, full, since)
-		if err != nil {
-			sse.send("error", ErrorBody{Error: err.Error(), Code: CodeNotFound})
-			return
-		}
-		if len(pr.Output) > 0 || pr.OmittedBytes > 0 {
-			chunk := OutputChunk{Offset: pr.Next - int64(len(pr.Output)), Data: pr.Output, Omitted: pr.OmittedBytes}
-			if !sse.send("output", chunk) {
-				return
-			}
-			interval = 10 * time.Millisecond
-		} else {
-			interval = min(2*interval, 250*time.Millisecond)
-		}
-		since = pr.Next
-		if pr.State.Final() {
-			// Poll reads the state before the output: this was all of it.
-			sse.send("end", pr.Info)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
-		}
+	pr, err := s.reg.Follow(ctx, full, since, func(pr registry.PollResult) bool {
+		return sse.send("output", OutputChunk{Offset: pr.Next - int64(len(pr.Output)), Data: pr.Output, Omitted: pr.OmittedBytes})
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		sse.send("error", ErrorBody{Error: err.Error(), Code: CodeNotFound})
+	case err == nil && pr.State.Final():
+		sse.send("end", pr.Info)
 	}
 }
 
@@ -669,4 +652,22 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
+	var req DashboardRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if s.dashboard == nil {
+		writeError(w, http.StatusNotFound, CodeNotFound, "this server has no dashboard")
+		return
+	}
+	info, err := s.dashboard(req.Addr)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
 }

@@ -165,6 +165,7 @@ func (r *Registry) checkpointSync() {
 // stateChanged records that some process's state changed. Cheap and
 // non-blocking; a no-op without a StateFile.
 func (r *Registry) stateChanged() {
+	r.changes.notify()
 	if r.ckpt == nil {
 		return
 	}

@@ -31,7 +31,8 @@ type Registry struct {
 	envs   map[string]*envSlot
 	admits uint64 // processes ever admitted to procs; see proc.admitted
 
-	ev *eventBus
+	ev      *eventBus
+	changes changeSignal
 
 	ckpt *checkpointer // nil without Config.StateFile
 }

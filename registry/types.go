@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -350,4 +351,25 @@ type KillAllOptions struct {
 	Signal     env.Signal
 	Grace      time.Duration
 	NoEscalate bool
+}
+
+// StateText is the state as people read it (corral ps, the dashboard):
+// "running", "exited (0)", "killed (SIGTERM)", "exited (0), 1 left
+// running", and "running (foreground)" for a Run someone waits on.
+func (in Info) StateText() string {
+	state := string(in.State)
+	if in.Foreground && !in.State.Final() {
+		state += " (foreground)"
+	}
+	if in.Status != nil && in.State.Final() {
+		if in.Status.Signal != "" {
+			state += " (" + in.Status.Signal.String() + ")"
+		} else {
+			state += fmt.Sprintf(" (%d)", in.Status.Code)
+		}
+	}
+	if in.State.Final() && in.Leftover > 0 {
+		state += fmt.Sprintf(", %d left running", in.Leftover)
+	}
+	return state
 }

@@ -62,7 +62,7 @@ func writePS(w io.Writer, list []registry.Info, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tBACKEND\tSTATE\tAGE\tPID\tCOMMAND")
 	for _, in := range list {
-		state := stateWords(in)
+		state := in.StateText()
 		pid := "-"
 		if in.PID > 0 {
 			pid = fmt.Sprint(in.PID)
@@ -70,27 +70,6 @@ func writePS(w io.Writer, list []registry.Info, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Backend, state, age(now.Sub(in.CreatedAt)), pid, clipCommand(in.Command, 60))
 	}
 	tw.Flush()
-}
-
-// stateWords is a process's state as ps shows it: "running", "exited (0)",
-// "killed (SIGTERM)", "exited (0), 1 left running", and "running
-// (foreground)" for a corral run someone waits on.
-func stateWords(in registry.Info) string {
-	state := string(in.State)
-	if in.Foreground && !in.State.Final() {
-		state += " (foreground)"
-	}
-	if in.Status != nil && in.State.Final() {
-		if in.Status.Signal != "" {
-			state += " (" + in.Status.Signal.String() + ")"
-		} else {
-			state += fmt.Sprintf(" (%d)", in.Status.Code)
-		}
-	}
-	if in.State.Final() && in.Leftover > 0 {
-		state += fmt.Sprintf(", %d left running", in.Leftover)
-	}
-	return state
 }
 
 func age(d time.Duration) string {

@@ -113,7 +113,7 @@ host ("ssh://user@host").`,
 	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
 		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
 		newSendCommand(stdout, stderr), newResizeCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
-		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr))
+		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr), newDashboardCommand(stdout, stderr))
 	return root
 }
 

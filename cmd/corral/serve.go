@@ -36,6 +36,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		grace          time.Duration
 		quietIfRunning bool
 		idleClose      time.Duration
+		httpAddr       string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -57,6 +58,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
 				Open:         backendOptions{idleClose: idleClose}.open,
+				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,
 				MaxProcesses: maxProcs,
@@ -75,6 +77,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&maxProcs, "max-processes", daemon.DefaultMaxProcesses, "most processes tracked at once (finished ones are pruned first)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "default time between SIGTERM and SIGKILL for kills")
 	f.DurationVar(&idleClose, "idle-close", defaultIdleClose(), "close a backend's connection (SSH) after this long without use; the next use dials again (0: keep open; default from $CORRAL_IDLE_CLOSE, else 10m)")
+	f.StringVar(&httpAddr, "http", "", "serve the web dashboard on this loopback address from the start (127.0.0.1:PORT); its URL, with the access token, is logged (see corral dashboard)")
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd

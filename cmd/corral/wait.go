@@ -51,7 +51,7 @@ until nothing of the tree is left; the exit code is still the leader's.`,
 				printJSON(stdout, wr)
 			}
 			if wr.TimedOut {
-				return &exitError{code: exitTimeout, msg: fmt.Sprintf("wait: %s still %s after %s", wr.ID, stateWords(wr.Info), timeout)}
+				return &exitError{code: exitTimeout, msg: fmt.Sprintf("wait: %s still %s after %s", wr.ID, wr.Info.StateText(), timeout)}
 			}
 			if wr.Status == nil {
 				return &exitError{code: exitCorralError, msg: fmt.Sprintf("wait: %s ended %s without an exit status: %s", wr.ID, wr.State, wr.Reason)}
