@@ -80,6 +80,8 @@ const handlers = {
 };
 
 function showResult(m) {
+  // The last answer, for people in the console and for the browser tests.
+  window.corralLastResult = m;
   const el = $("result");
   el.className = m.success ? "ok" : "fail";
   el.textContent = m.message + (m.forced ? " — SIGKILL was needed" : "");

@@ -38,6 +38,7 @@ type Env struct {
 	startSteps string        // sleepSteps of the start script's wait for the end
 	pollSteps  string        // sleepSteps of one long poll
 	longPolls  chan struct{} // one token per long poll in flight
+	baseTurn   chan struct{} // one resolution of baseDir at a time
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -62,6 +63,7 @@ func New(t Transport, opts Options) (*Env, error) {
 		startSteps: sleepSteps(opts.StartWait, time.Millisecond, 10*time.Millisecond),
 		pollSteps:  sleepSteps(opts.LongPoll, 5*time.Millisecond, 50*time.Millisecond),
 		longPolls:  make(chan struct{}, opts.MaxLongPolls),
+		baseTurn:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -146,10 +148,24 @@ func (e *Env) run(ctx context.Context, what string, retry bool, exec func(out, e
 
 // base returns the resolved BaseDir.
 func (e *Env) base(ctx context.Context) (string, error) {
-	e.mu.Lock()
-	b := e.baseDir
-	e.mu.Unlock()
-	if b != "" {
+	resolved := func() string {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.baseDir
+	}
+	if b := resolved(); b != "" {
+		return b, nil
+	}
+	// One resolution at a time: a hundred concurrent first starts ran
+	// `id -u` a hundred times, and under load some of them timed out.
+	// A failed one leaves the next caller to try again.
+	select {
+	case e.baseTurn <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("nohup %s: resolve base dir: %w", e.opts.Name, ctx.Err())
+	}
+	defer func() { <-e.baseTurn }()
+	if b := resolved(); b != "" {
 		return b, nil
 	}
 	out, err := e.call(ctx, "resolve base dir", call("corral_uid"), true)
@@ -160,7 +176,7 @@ func (e *Env) base(ctx context.Context) (string, error) {
 	if _, err := strconv.ParseUint(uid, 10, 32); err != nil {
 		return "", fmt.Errorf("nohup %s: resolve base dir: `id -u` said %q", e.opts.Name, uid)
 	}
-	b = "/tmp/.corral-" + uid
+	b := "/tmp/.corral-" + uid
 	e.mu.Lock()
 	e.baseDir = b
 	e.mu.Unlock()
