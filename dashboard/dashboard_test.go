@@ -33,17 +33,18 @@ const (
 )
 
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	reg *registry.Registry
 	srv *httptest.Server
 }
 
 // newFixture serves a dashboard over a registry on the real local backend.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
+	dir := t.TempDir()
 	reg, err := registry.New(registry.Config{
 		Open: func(ctx context.Context, target string) (env.Environment, error) {
-			return local.New(local.Options{StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+			return local.New(local.Options{StateDir: dir, Logger: slog.New(slog.DiscardHandler)})
 		},
 		DefaultGrace: 300 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -60,7 +61,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, reg: reg, srv: srv}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	t.Cleanup(cancel)
 	return ctx
@@ -68,7 +69,7 @@ func ctxT(t *testing.T) context.Context {
 
 // client is a WebSocket client that keeps every message it received.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ws   *websocket.Conn
 	msgs chan map[string]any
 	done chan error // the read loop's end

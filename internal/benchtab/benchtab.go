@@ -247,6 +247,8 @@ var DefaultChecks = []Check{
 	{Bench: "CLIRunSSH", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.5},
 	{Bench: "CLIRunLocal", Unit: "ns/op", Kind: Below, Limit: 20e6},
 	{Bench: "CLIVersion", Unit: "ns/op", Kind: Below, Limit: 10e6},
+	// Every browser of the dashboard sees a change within 100 ms.
+	{Bench: "UpdateLatency", Unit: "update-ms", Kind: Below, Limit: 100},
 }
 
 // Row is one line of the table.
