@@ -220,8 +220,11 @@ func (s *sandbox) Exec(ctx context.Context, script string, stdin io.Reader, stdo
 	} else {
 		cmd.Stderr = &errBuf
 	}
-	// A background command inside can hold the pipes: do not wait for it.
-	cmd.WaitDelay = 5 * time.Second
+	// A background command inside can hold the pipes: do not wait for it
+	// for ever. Generous, as in env/nohup's local test transport: the
+	// engine's start script lets go of them within milliseconds, but a
+	// hundred concurrent starts on a loaded machine took over 5 s (CI).
+	cmd.WaitDelay = 30 * time.Second
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) && exitErr.Exited() {
