@@ -521,20 +521,12 @@ func (r *Registry) killOrphanedForeground(p *proc) {
 	p.reason = orphanedForegroundReason
 	p.mu.Unlock()
 	r.log.Info("recover: killing a foreground process whose caller was lost", "id", p.id)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
+	r.goTracked(func() {
 		_, grace, _ := r.killParams("", 0)
 		ctx, cancel := context.WithTimeout(r.ctx, grace+killAfterCancel)
 		defer cancel()
 		if _, err := p.kill(ctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateKilled}); err != nil && r.ctx.Err() == nil {
 			r.log.Warn("recover: kill of an orphaned foreground process failed", "id", p.id, "err", err)
 		}
-	}()
+	})
 }

@@ -150,3 +150,16 @@ func (r *Registry) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// goTracked runs fn in a goroutine that Close waits for, unless the
+// registry is closed, in which case fn does not run and goTracked reports
+// false.
+func (r *Registry) goTracked(fn func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Go(fn)
+	return true
+}

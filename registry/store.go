@@ -129,15 +129,7 @@ func (r *Registry) cleanup(pruned []*proc) {
 	// attached first, which may open their environment and is a round
 	// trip on a remote one. Nobody waits for it (pruning is the caller's
 	// side effect, not its request), so it happens in the background.
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
+	r.goTracked(func() {
 		for _, p := range unattached {
 			if r.ctx.Err() != nil {
 				return
@@ -150,7 +142,7 @@ func (r *Registry) cleanup(pruned []*proc) {
 			}
 			cancel()
 		}
-	}()
+	})
 }
 
 // removeState deletes a pruned process's state in its sandbox.
