@@ -85,7 +85,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 
 // defaultIdleClose is --idle-close's default: $CORRAL_IDLE_CLOSE, which
 // also reaches a daemon auto-started by another command, else 10 minutes
-// (also for a bad value, which checkIdleCloseEnv reports).
+// (also for a bad value, which serve then refuses with exit status 2).
 func defaultIdleClose() time.Duration {
 	if d, err := idleCloseEnv(); err == nil && d >= 0 {
 		return d
