@@ -110,7 +110,7 @@ func (c *conn) send(v any) {
 func (c *conn) serve(parent context.Context) {
 	c.ctx, c.cancel = context.WithCancel(parent)
 	defer c.cancel()
-	c.s.hub.join(c)
+	c.s.hub.join(c.ctx, c)
 	defer c.s.hub.leave(c)
 
 	writerDone := make(chan struct{})

@@ -347,7 +347,7 @@ func TestKillStdinRemove(t *testing.T) {
 	assert.Equal(t, false, res["forced"], "sleep ends on SIGTERM")
 
 	c.write(map[string]any{"type": "remove", "sessionId": in.ID})
-	assert.Equal(t, true, c.next(ofType("remove_result"))["success"])
-	removed := c.next(ofType("session_removed"))
-	assert.Equal(t, in.ID, removed["sessionId"])
+	got = c.collect("remove_result", "session_removed")
+	assert.Equal(t, true, got["remove_result"]["success"])
+	assert.Equal(t, in.ID, got["session_removed"]["sessionId"])
 }

@@ -50,6 +50,12 @@ type hub struct {
 	reg *registry.Registry
 	log *slog.Logger
 
+	// refreshing serialises refresh (List, then apply): an older list
+	// applied after a newer one would show a state that is gone.
+	refreshing sync.Mutex
+	// joined wakes a hub that stopped looking for lack of browsers.
+	joined chan struct{}
+
 	mu       sync.Mutex // held while a change is sent, so all see one order
 	clients  map[*conn]struct{}
 	sessions map[string]Session
@@ -57,13 +63,23 @@ type hub struct {
 }
 
 func newHub(reg *registry.Registry, log *slog.Logger) *hub {
-	return &hub{reg: reg, log: log, clients: map[*conn]struct{}{}, sessions: map[string]Session{}, compared: map[string]string{}}
+	return &hub{reg: reg, log: log, joined: make(chan struct{}, 1),
+		clients: map[*conn]struct{}{}, sessions: map[string]Session{}, compared: map[string]string{}}
 }
 
 func (h *hub) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		// Without a browser, diffing the list would encode every
+		// process at every change for nobody; join refreshes instead.
+		if !h.watched() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.joined:
+			}
+		}
 		changed := h.reg.Changed()
 		h.refresh(ctx)
 		select {
@@ -82,6 +98,8 @@ func (h *hub) run(ctx context.Context) {
 
 // refresh lists the processes and sends what changed since the last look.
 func (h *hub) refresh(ctx context.Context) {
+	h.refreshing.Lock()
+	defer h.refreshing.Unlock()
 	list, err := h.reg.List(ctx, registry.ListOptions{All: true})
 	if err != nil {
 		h.log.Warn("list processes", "err", err)
@@ -120,9 +138,23 @@ func (h *hub) refresh(ctx context.Context) {
 	}
 }
 
+func (h *hub) watched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clients) > 0
+}
+
 // join adds c and sends it the whole list first, under the lock: no
-// change can slip between the list and the first update.
-func (h *hub) join(c *conn) {
+// change can slip between the list and the first update. The list is
+// refreshed first: the hub does not follow changes while nobody watches.
+func (h *hub) join(ctx context.Context, c *conn) {
+	h.refresh(ctx)
+	defer func() {
+		select {
+		case h.joined <- struct{}{}:
+		default:
+		}
+	}()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	all := make([]Session, 0, len(h.sessions))

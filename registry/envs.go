@@ -102,18 +102,20 @@ func (r *Registry) Backends() []BackendInfo {
 	}
 	r.mu.Unlock()
 
+	type counts struct{ tracked, running int }
+	byTarget := make(map[string]counts, len(slots))
+	for _, p := range procs {
+		c := byTarget[p.backend]
+		c.tracked++
+		if p.info().TreeRunning {
+			c.running++
+		}
+		byTarget[p.backend] = c
+	}
 	out := make([]BackendInfo, 0, len(slots))
 	for _, o := range slots {
-		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt}
-		for _, p := range procs {
-			if p.backend != o.target {
-				continue
-			}
-			bi.Tracked++
-			if p.info().TreeRunning {
-				bi.Running++
-			}
-		}
+		c := byTarget[o.target]
+		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt, Tracked: c.tracked, Running: c.running}
 		if cr, ok := o.slot.env.(env.ConnReporter); ok {
 			if st := cr.ConnStatus(); st.State != "" {
 				bi.Conn = &st

@@ -14,15 +14,22 @@ import (
 	"github.com/corralhq/corral/env/ssh/sshtest"
 )
 
-// An unused connection is closed after IdleClose, with nothing dialled in
-// the background; the next call dials again and runs.
-func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
+// idleTransport dials a new sshd with IdleClose set, through a dialer that
+// counts the connections.
+func idleTransport(t *testing.T, idle time.Duration) (Options, *Transport, *recordingDialer, *sshtest.Server) {
+	t.Helper()
 	srv := sshtest.Start(t)
 	d := &recordingDialer{}
 	opts := serverOptions(t, srv)
 	opts.Dial = d.Dial
-	opts.IdleClose = 150 * time.Millisecond
-	tr := dialServer(t, srv, opts)
+	opts.IdleClose = idle
+	return opts, dialServer(t, srv, opts), d, srv
+}
+
+// An unused connection is closed after IdleClose, with nothing dialled in
+// the background; the next call dials again and runs.
+func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
+	opts, tr, d, _ := idleTransport(t, 150*time.Millisecond)
 
 	out, _, _ := run(t, tr, "echo one", nil)
 	require.Equal(t, "one\n", out)
@@ -55,12 +62,7 @@ func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
 
 // A call under way keeps the connection open however long it takes.
 func TestIdleCloseSparesCallsUnderWay(t *testing.T) {
-	srv := sshtest.Start(t)
-	d := &recordingDialer{}
-	opts := serverOptions(t, srv)
-	opts.Dial = d.Dial
-	opts.IdleClose = 50 * time.Millisecond
-	tr := dialServer(t, srv, opts)
+	_, tr, d, _ := idleTransport(t, 50*time.Millisecond)
 
 	done := make(chan string, 1)
 	go func() {
@@ -82,10 +84,7 @@ func TestIdleCloseSparesCallsUnderWay(t *testing.T) {
 // connection stays idle (no reconnect loop for a host nobody uses); the
 // next call tries again.
 func TestIdleCloseDialFailureIsTheCallsError(t *testing.T) {
-	srv := sshtest.Start(t)
-	opts := serverOptions(t, srv)
-	opts.IdleClose = 50 * time.Millisecond
-	tr := dialServer(t, srv, opts)
+	_, tr, _, srv := idleTransport(t, 50*time.Millisecond)
 	run(t, tr, "true", nil)
 	require.Eventually(t, func() bool { return tr.ConnStatus().State == env.ConnIdle },
 		condWait, condPoll, "waiting for the idle close")
