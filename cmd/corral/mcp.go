@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -16,9 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/mcp"
-	"github.com/corralhq/corral/registry"
 )
 
 // mcpOptions are the flags of `corral mcp`.
@@ -30,10 +27,6 @@ type mcpOptions struct {
 	allowEnv  []string
 	maxOutput int
 }
-
-// mcpShutdownKill bounds the kill of the processes left running when the
-// MCP server ends.
-const mcpShutdownKill = 30 * time.Second
 
 const mcpLong = `Serve corral to an MCP client (a coding agent) as two tools: "terminal" runs
 shell commands in the foreground or background, "process" lists, polls, reads,
@@ -107,49 +100,13 @@ func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stder
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var reg registry.Service
-	if o.inProcess {
-		private, err := registry.New(registry.Config{
-			Open:           backendOptions{allowEnv: o.allowEnv}.open,
-			DefaultBackend: o.backend,
-			Logger:         slog.Default(),
-		})
-		if err != nil {
-			return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}
-		}
-		defer func() {
-			// This registry lives only as long as the server: nobody could
-			// find a process it leaves behind, so end them all, detached or
-			// not, before closing.
-			kctx, cancel := context.WithTimeout(context.Background(), mcpShutdownKill)
-			defer cancel()
-			if res, err := private.KillAll(kctx, registry.KillAllOptions{}); err != nil {
-				slog.Warn("killing the processes left running", "killed", len(res), "err", err)
-			}
-			if err := private.Close(); err != nil {
-				slog.Warn("closing the registry", "err", err)
-			}
-		}()
-		reg = private
-	} else {
-		c, _, err := connect(ctx, stderr)
-		if err != nil {
-			return err
-		}
-		defer c.CloseIdle()
-		reg = c
+	svc, err := openFrontEndService(ctx, "mcp", o.backend, o.inProcess, o.allowEnv, stderr)
+	if err != nil {
+		return err
 	}
-
-	cfg := mcp.Config{Registry: reg, Backend: o.backend, MaxOutput: o.maxOutput,
-		Version: readBuildInfo().Version, Logger: slog.Default()}
-	if !o.inProcess && o.backend == "local" {
-		// The daemon's working directory and environment are not this
-		// server's, which the agent expects its commands to have.
-		if wd, err := os.Getwd(); err == nil {
-			cfg.Dir = wd
-		}
-		cfg.Env = local.CommandEnviron(os.Environ(), o.allowEnv)
-	}
+	defer svc.Close()
+	cfg := mcp.Config{Registry: svc.Service, Backend: o.backend, MaxOutput: o.maxOutput,
+		Version: readBuildInfo().Version, Logger: slog.Default(), Dir: svc.Dir, Env: svc.Env}
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}

@@ -109,6 +109,7 @@ host ("ssh://user@host").`,
 	root.AddCommand(newVersionCommand(stdout))
 	root.AddCommand(newBackendsCommand(stdout))
 	root.AddCommand(newMCPCommand(stdin, stdout, stderr))
+	root.AddCommand(newACPCommand(stdin, stdout, stderr))
 	// Background processes through the daemon (serve.go, client.go).
 	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
 		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
