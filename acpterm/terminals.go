@@ -126,6 +126,13 @@ func (t *Terminals) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequ
 	}
 	info, err := t.cfg.Service.Start(ctx, opts)
 	if err != nil {
+		if info.ID != "" {
+			// Registered as failed: no terminal ever existed for the agent,
+			// which gets the reason now, so nothing is left to release.
+			if rerr := t.cfg.Service.Remove(context.WithoutCancel(ctx), info.ID); rerr != nil {
+				t.log.Debug("acp: failed terminal not removed", "id", info.ID, "err", rerr)
+			}
+		}
 		return acp.CreateTerminalResponse{}, serviceError("terminal/create", "", err)
 	}
 	term := &terminal{id: info.ID, session: p.SessionId, limit: limit}

@@ -305,7 +305,7 @@ func TestCloseKillsWhatWasNotReleased(t *testing.T) {
 }
 
 func TestBadInputGetsClearErrors(t *testing.T) {
-	terms, _ := newTerminals(t)
+	terms, reg := newTerminals(t)
 	neg := -1
 	rel := "relative/dir"
 	missing := "/nonexistent/corral-acp-test"
@@ -330,8 +330,11 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		})
 	}
 	assert.Empty(t, terms.Active())
+	left, err := reg.List(ctxT(t), registry.ListOptions{All: true})
+	require.NoError(t, err)
+	assert.Empty(t, left, "a create that failed leaves no process behind")
 
-	_, err := terms.KillTerminal(ctxT(t), acp.KillTerminalRequest{SessionId: session, TerminalId: "proc_000000000000"})
+	_, err = terms.KillTerminal(ctxT(t), acp.KillTerminalRequest{SessionId: session, TerminalId: "proc_000000000000"})
 	requireRequestError(t, err, CodeResourceNotFound, `unknown terminal "proc_000000000000"`)
 
 	// A terminal belongs to the session that created it.

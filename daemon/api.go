@@ -196,6 +196,10 @@ const (
 	CodeInternal   = "internal"
 )
 
+// FailedStartCodeHeader carries the error code of a start that failed
+// after the process was registered (422, with the failed Info as body).
+const FailedStartCodeHeader = "Corral-Error-Code"
+
 // ErrorBody is the JSON body of every non-2xx response.
 type ErrorBody struct {
 	Error string `json:"error"`

@@ -134,7 +134,11 @@ func (c *Client) Start(ctx context.Context, opts registry.StartOptions) (registr
 			return in, fmt.Errorf("daemon: start: bad answer: %w", err)
 		}
 		if in.State == registry.StateFailed {
-			return in, fmt.Errorf("daemon: start: %s", in.Reason)
+			msg := "daemon: start: " + in.Reason
+			if code := resp.Header.Get(FailedStartCodeHeader); code != "" {
+				return in, &APIError{Status: resp.StatusCode, Code: code, Message: msg}
+			}
+			return in, errors.New(msg)
 		}
 		return in, nil
 	}

@@ -132,3 +132,21 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedStartKeepsItsClass: a start the backend refuses after the
+// process was registered (a working directory that does not exist) comes
+// back to the client as the invalid request it is, not as an anonymous
+// error, so front ends can tell the caller it is theirs to fix.
+func TestFailedStartKeepsItsClass(t *testing.T) {
+	c, _ := startDaemon(t)
+	in, err := c.Start(t.Context(), registry.StartOptions{Command: "true", Dir: "/nonexistent-corral-dir"})
+	if err == nil {
+		t.Fatal("start in a missing directory succeeded")
+	}
+	if !errors.Is(err, registry.ErrInvalidOptions) {
+		t.Errorf("error %v (%T) does not match ErrInvalidOptions", err, err)
+	}
+	if in.State != registry.StateFailed {
+		t.Errorf("state %q, want failed", in.State)
+	}
+}

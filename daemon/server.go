@@ -195,7 +195,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	in, err := s.reg.Start(ctx, opts)
 	if err != nil {
 		if in.ID != "" {
-			// Registered as failed: the reason is in Info.
+			// Registered as failed: the reason is in Info, the class of the
+			// error in a header, for a client that branches on it (a spec
+			// the backend refused is the caller's to fix).
+			_, code := errorCode(err)
+			w.Header().Set(FailedStartCodeHeader, code)
 			writeJSON(w, http.StatusUnprocessableEntity, in)
 			return
 		}
