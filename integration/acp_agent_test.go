@@ -47,11 +47,11 @@ type acpStep struct {
 
 // acpStepResult is what one step returned.
 type acpStepResult struct {
-	Error    *acp.RequestError               `json:"error,omitempty"`
-	ID       string                          `json:"id,omitempty"`
-	Output   *acp.TerminalOutputResponse     `json:"output,omitempty"`
+	Error    *acp.RequestError                `json:"error,omitempty"`
+	ID       string                           `json:"id,omitempty"`
+	Output   *acp.TerminalOutputResponse      `json:"output,omitempty"`
 	Exit     *acp.WaitForTerminalExitResponse `json:"exit,omitempty"`
-	TimerWon bool                            `json:"timer_won,omitempty"`
+	TimerWon bool                             `json:"timer_won,omitempty"`
 }
 
 type scriptedAgent struct {
