@@ -219,14 +219,15 @@ func (r *relay) readLines(in io.Reader, side string, back *lockedWriter, relay f
 }
 
 func (r *relay) route(line []byte, side string, back *lockedWriter, relay func([]byte, envelope)) {
-	if !json.Valid(line) {
-		r.log.Warn("acp proxy: dropped a line that is not JSON", "from", side)
-		r.reply(back, nil, &acp.RequestError{Code: -32700, Message: fmt.Sprintf(
-			"Parse error: corral acp proxy: the %s sent a line that is not JSON; it was not relayed", side)})
-		return
-	}
 	var env envelope
 	err := json.Unmarshal(line, &env)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		r.log.Warn("acp proxy: dropped a line that is not JSON", "from", side, "err", err)
+		r.reply(back, nil, &acp.RequestError{Code: -32700, Message: fmt.Sprintf(
+			"Parse error: corral acp proxy: the %s sent a line that is not JSON (%v); it was not relayed", side, err)})
+		return
+	}
 	if err == nil && bytes.TrimLeft(line, " \t\r")[0] != '{' {
 		err = errors.New("not an object")
 	}
@@ -406,15 +407,19 @@ func idKey(id json.RawMessage) string {
 
 var errLineTooLong = errors.New("line too long")
 
-// readLine returns the next line of br without its newline. A line longer
-// than max is consumed and dropped with errLineTooLong. At the end of the
-// stream it returns the unterminated rest with io.EOF.
+// readLine returns the next line of br with its newline. A line that fits
+// br's buffer is returned without a copy: it is valid until the next read.
+// A line longer than max is consumed and dropped with errLineTooLong. At
+// the end of the stream it returns the unterminated rest with io.EOF.
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
+	chunk, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return chunk, err
+	}
+	line := append([]byte(nil), chunk...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		chunk, err = br.ReadSlice('\n')
 		if len(line)+len(chunk) > max+1 {
-			line = nil
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}
@@ -424,11 +429,8 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 			return nil, errLineTooLong
 		}
 		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte{'\n'}), err
 	}
+	return line, err
 }
 
 // lockedWriter writes whole lines, one at a time: two goroutines answer
@@ -439,10 +441,11 @@ type lockedWriter struct {
 }
 
 func (lw *lockedWriter) writeLine(line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		line = append(line[:len(line):len(line)], '\n')
+	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
-	_, err := lw.w.Write(buf)
+	_, err := lw.w.Write(line)
 	return err
 }

@@ -463,12 +463,15 @@ func TestAdvertiseTerminalKeepsTheRest(t *testing.T) {
 
 func TestReadLineDropsOverlongLines(t *testing.T) {
 	// A buffer smaller than the lines, so they arrive in pieces.
-	br := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 100)+"\nshort\nlast"), 16)
+	br := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 100)+"\nshort\n"+strings.Repeat("y", 40)+"\nlast"), 16)
 	_, err := readLine(br, 50)
 	assert.ErrorIs(t, err, errLineTooLong)
 	line, err := readLine(br, 50)
 	require.NoError(t, err)
-	assert.Equal(t, "short", string(line))
+	assert.Equal(t, "short\n", string(line))
+	line, err = readLine(br, 50)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("y", 40)+"\n", string(line), "a line longer than the buffer but within the limit")
 	line, err = readLine(br, 50)
 	assert.ErrorIs(t, err, io.EOF)
 	assert.Equal(t, "last", string(line))

@@ -19,6 +19,9 @@ import (
 // that need a daemon to themselves use newDaemonHome. At the end, the
 // shared daemon, if one was started, is shut down with its processes.
 func TestMain(m *testing.M) {
+	if os.Getenv(copyRelayEnv) == "1" {
+		os.Exit(runCopyRelay())
+	}
 	if os.Getenv(acpAgentEnv) == "1" {
 		os.Exit(runACPAgent())
 	}

@@ -249,6 +249,10 @@ var DefaultChecks = []Check{
 	{Bench: "CLIVersion", Unit: "ns/op", Kind: Below, Limit: 10e6},
 	// Every browser of the dashboard sees a change within 100 ms.
 	{Bench: "UpdateLatency", Unit: "update-ms", Kind: Below, Limit: 100},
+	// corral acp adds no measurable latency to a message it only relays:
+	// a round trip through it within 10 % of the direct connection (the
+	// copyrelay row is the floor of any process in between).
+	{Bench: "ACPRelay", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.1},
 }
 
 // Row is one line of the table.
