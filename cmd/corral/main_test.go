@@ -89,6 +89,10 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{"bad docker target", []string{"run", "--backend", "docker://bad name", "--", "true"}, `--backend "docker://bad name"`},
 		{"bad log level", []string{"--log-level", "loud", "version"}, "--log-level"},
 		{"version takes no args", []string{"version", "extra"}, "unknown command"},
+		{"acp without an agent", []string{"acp"}, `give the agent's command after "--"`},
+		{"acp agent not found", []string{"acp", "--", "no-such-agent-corral"}, `agent command "no-such-agent-corral"`},
+		{"acp negative grace", []string{"acp", "--grace=-1s", "--", "true"}, "--grace -1s is negative"},
+		{"acp unknown backend", []string{"acp", "--backend", "nowhere://x", "--", "true"}, `backend "nowhere://x": `},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
