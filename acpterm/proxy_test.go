@@ -2,7 +2,6 @@ package acpterm
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,128 +15,42 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/corralhq/corral/internal/acptest"
 	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/registry"
 )
-
-// tape records every byte that passes through it, as whole lines.
-type tape struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (tp *tape) record(p []byte) {
-	tp.mu.Lock()
-	tp.buf.Write(p)
-	tp.mu.Unlock()
-}
-
-// lines returns the complete lines recorded so far.
-func (tp *tape) lines() []string {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	s := tp.buf.String()
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	} else {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
 
 // tapedWriter writes to w, recording what it wrote; writes are serialised,
 // so a test can write raw lines beside an SDK connection.
 type tapedWriter struct {
 	mu   sync.Mutex
 	w    io.WriteCloser
-	tape *tape
+	tape *acptest.Tape
 }
 
 func (tw *tapedWriter) Write(p []byte) (int, error) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	tw.tape.record(p)
+	_, _ = tw.tape.Write(p)
 	return tw.w.Write(p)
 }
 
 func (tw *tapedWriter) Close() error { return tw.w.Close() }
 
-type tapedReader struct {
-	r    io.Reader
-	tape *tape
-}
-
-func (tr *tapedReader) Read(p []byte) (int, error) {
-	n, err := tr.r.Read(p)
-	tr.tape.record(p[:n])
-	return n, err
-}
-
-// testEditor is an ACP client that has no terminals of its own: every
-// terminal request must be answered by the proxy.
-type testEditor struct {
-	t       *testing.T
-	mu      sync.Mutex
-	updates []acp.SessionNotification
-}
-
-func (e *testEditor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, nil
-}
-func (e *testEditor) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, nil
-}
-func (e *testEditor) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return acp.RequestPermissionResponse{}, nil
-}
-func (e *testEditor) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	e.mu.Lock()
-	e.updates = append(e.updates, n)
-	e.mu.Unlock()
-	return nil
-}
-func (e *testEditor) terminalReached(method string) error {
-	e.t.Errorf("the editor received %s: the proxy should have answered it", method)
-	return &acp.RequestError{Code: -32601, Message: "editor has no terminals"}
-}
-func (e *testEditor) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, e.terminalReached("terminal/create")
-}
-func (e *testEditor) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, e.terminalReached("terminal/kill")
-}
-func (e *testEditor) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, e.terminalReached("terminal/output")
-}
-func (e *testEditor) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, e.terminalReached("terminal/release")
-}
-func (e *testEditor) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, e.terminalReached("terminal/wait_for_exit")
-}
-
 // testAgent is an ACP agent whose terminal calls the test makes itself,
 // through its connection.
 type testAgent struct {
+	acptest.AgentBase
 	mu   sync.Mutex
 	init acp.InitializeRequest
 	conn *acp.AgentSideConnection
 }
 
-func (a *testAgent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
-	return acp.AuthenticateResponse{}, nil
-}
 func (a *testAgent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
 	a.mu.Lock()
 	a.init = p
 	a.mu.Unlock()
 	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber}, nil
-}
-func (a *testAgent) Cancel(context.Context, acp.CancelNotification) error { return nil }
-func (a *testAgent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return acp.CloseSessionResponse{}, nil
-}
-func (a *testAgent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	return acp.ListSessionsResponse{}, nil
 }
 func (a *testAgent) NewSession(context.Context, acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	return acp.NewSessionResponse{SessionId: session}, nil
@@ -146,26 +59,17 @@ func (a *testAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Prompt
 	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText("héllo \u2028 <tag> & done")})
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 }
-func (a *testAgent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, nil
-}
-func (a *testAgent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, nil
-}
-func (a *testAgent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, nil
-}
 
 // proxied is an editor and an agent, both written with the SDK, joined by
 // a Proxy, with every byte each side sent and received on tape.
 type proxied struct {
 	terms  *Terminals
-	editor *testEditor
+	editor *acptest.Editor
 	agent  *testAgent
 	ed     *acp.ClientSideConnection
 	ag     *acp.AgentSideConnection
 
-	editorSent, editorGot, agentSent, agentGot *tape
+	editorSent, editorGot, agentSent, agentGot *acptest.Tape
 	editorW, agentW                            *tapedWriter // raw lines beside the SDK's
 
 	done  chan struct{}
@@ -178,8 +82,8 @@ func newProxied(t *testing.T) *proxied {
 	t.Helper()
 	terms, _ := newTerminals(t)
 	quiet := slog.New(slog.DiscardHandler)
-	p := &proxied{terms: terms, editor: &testEditor{t: t}, agent: &testAgent{},
-		editorSent: &tape{}, editorGot: &tape{}, agentSent: &tape{}, agentGot: &tape{}, done: make(chan struct{})}
+	p := &proxied{terms: terms, editor: &acptest.Editor{T: t}, agent: &testAgent{},
+		editorSent: &acptest.Tape{}, editorGot: &acptest.Tape{}, agentSent: &acptest.Tape{}, agentGot: &acptest.Tape{}, done: make(chan struct{})}
 
 	edToProxyR, edToProxyW := io.Pipe()
 	proxyToEdR, proxyToEdW := io.Pipe()
@@ -188,9 +92,9 @@ func newProxied(t *testing.T) *proxied {
 	p.editorW = &tapedWriter{w: edToProxyW, tape: p.editorSent}
 	p.agentW = &tapedWriter{w: agToProxyW, tape: p.agentSent}
 
-	p.ed = acp.NewClientSideConnection(p.editor, p.editorW, &tapedReader{r: proxyToEdR, tape: p.editorGot})
+	p.ed = acp.NewClientSideConnection(p.editor, p.editorW, io.TeeReader(proxyToEdR, p.editorGot))
 	p.ed.SetLogger(quiet)
-	p.ag = acp.NewAgentSideConnection(p.agent, p.agentW, &tapedReader{r: proxyToAgR, tape: p.agentGot})
+	p.ag = acp.NewAgentSideConnection(p.agent, p.agentW, io.TeeReader(proxyToAgR, p.agentGot))
 	p.ag.SetLogger(quiet)
 	p.agent.conn = p.ag
 
@@ -280,7 +184,7 @@ func TestProxyServesTerminalsAndRelaysEverythingElseUnchanged(t *testing.T) {
 	// also got the proxy's answers to its terminal requests.
 	terminalIDs := map[string]bool{}
 	var agentSentRelayed []string
-	for _, l := range p.agentSent.lines() {
+	for _, l := range p.agentSent.Lines() {
 		w := parseWire(t, l)
 		if strings.HasPrefix(w.Method, "terminal/") {
 			terminalIDs[string(w.ID)] = true
@@ -290,14 +194,14 @@ func TestProxyServesTerminalsAndRelaysEverythingElseUnchanged(t *testing.T) {
 	}
 	assert.Len(t, terminalIDs, 6)
 	var editorSent []string
-	for _, l := range p.editorSent.lines() {
+	for _, l := range p.editorSent.Lines() {
 		if parseWire(t, l).Method != "initialize" {
 			editorSent = append(editorSent, l)
 		}
 	}
 	require.Contains(t, editorSent, raw)
 	var agentGotRelayed []string
-	for _, l := range p.agentGot.lines() {
+	for _, l := range p.agentGot.Lines() {
 		w := parseWire(t, l)
 		if w.Method == "initialize" || (w.Method == "" && terminalIDs[string(w.ID)]) {
 			continue
@@ -305,11 +209,9 @@ func TestProxyServesTerminalsAndRelaysEverythingElseUnchanged(t *testing.T) {
 		agentGotRelayed = append(agentGotRelayed, l)
 	}
 	assert.Equal(t, editorSent, agentGotRelayed, "editor → agent relayed byte for byte")
-	require.Eventually(t, func() bool { return len(p.editorGot.lines()) >= len(agentSentRelayed) }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, agentSentRelayed, p.editorGot.lines(), "agent → editor relayed byte for byte, terminal requests not at all")
-	p.editor.mu.Lock()
-	assert.Len(t, p.editor.updates, 1)
-	p.editor.mu.Unlock()
+	require.Eventually(t, func() bool { return len(p.editorGot.Lines()) >= len(agentSentRelayed) }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, agentSentRelayed, p.editorGot.Lines(), "agent → editor relayed byte for byte, terminal requests not at all")
+	assert.Len(t, p.editor.Updates(), 1)
 }
 
 func TestProxyAnswersMalformedJSONFromEitherSide(t *testing.T) {
@@ -329,9 +231,9 @@ func TestProxyAnswersMalformedJSONFromEitherSide(t *testing.T) {
 	_, err = p.agentW.Write([]byte(`{"jsonrpc":"2.0","id":9,"method":"terminal/resize","params":{}}` + "\n"))
 	require.NoError(t, err)
 
-	errorsIn := func(tp *tape) []wire {
+	errorsIn := func(tp *acptest.Tape) []wire {
 		var ws []wire
-		for _, l := range tp.lines() {
+		for _, l := range tp.Lines() {
 			if w := parseWire(t, l); w.Error != nil {
 				ws = append(ws, w)
 			}
@@ -366,7 +268,7 @@ func TestProxyAnswersMalformedJSONFromEitherSide(t *testing.T) {
 	assert.Contains(t, byID["9"].Error.Message, "terminal/resize")
 
 	// Nothing malformed was relayed, and the proxy still works.
-	for _, l := range p.agentGot.lines() {
+	for _, l := range p.agentGot.Lines() {
 		assert.NotContains(t, l, "this is not json")
 	}
 	_, err = p.ed.Prompt(ctxT(t), acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock("still there?")}})
@@ -387,60 +289,52 @@ func TestProxyAbsorbsTheCancelOfATerminalRequest(t *testing.T) {
 	// cancellation response, and the editor, which never saw the request,
 	// never sees its cancel.
 	require.Eventually(t, func() bool {
-		for _, l := range p.agentGot.lines() {
+		for _, l := range p.agentGot.Lines() {
 			if w := parseWire(t, l); w.Error != nil && w.Error.Code == -32800 {
 				return true
 			}
 		}
 		return false
 	}, 10*time.Second, 10*time.Millisecond)
-	for _, l := range p.editorGot.lines() {
+	for _, l := range p.editorGot.Lines() {
 		assert.NotContains(t, l, "$/cancel_request")
 	}
 }
 
-func TestProxyKillsTerminalsWhenTheEditorGoesAway(t *testing.T) {
-	p := newProxied(t)
-	p.initialize(t)
-	marker := proctest.Marker()
-	proctest.KillOnCleanup(t, marker)
-	created, err := p.ag.CreateTerminal(ctxT(t), stubbornTree(marker))
-	require.NoError(t, err)
-	proctest.WaitRunning(t, marker, 2)
+// TestProxyKillsTerminalsWhenASideGoesAway: whichever side leaves first,
+// Run ends, and every terminal not released is killed, tree and all; the
+// process stays listed as finished.
+func TestProxyKillsTerminalsWhenASideGoesAway(t *testing.T) {
+	for _, side := range []Ended{EditorEnded, AgentEnded} {
+		t.Run(side.String(), func(t *testing.T) {
+			p := newProxied(t)
+			p.initialize(t)
+			marker := proctest.Marker()
+			proctest.KillOnCleanup(t, marker)
+			created, err := p.ag.CreateTerminal(ctxT(t), stubbornTree(marker))
+			require.NoError(t, err)
+			proctest.WaitRunning(t, marker, 2)
 
-	require.NoError(t, p.editorW.Close())
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not return after the editor went away")
+			leaving := p.editorW
+			if side == AgentEnded {
+				leaving = p.agentW
+			}
+			require.NoError(t, leaving.Close())
+			select {
+			case <-p.done:
+			case <-time.After(time.Minute):
+				t.Fatalf("Run did not return after the %s", side)
+			}
+			assert.Equal(t, side, p.ended)
+			require.NoError(t, p.err)
+			proctest.RequireGone(t, marker)
+			assert.Empty(t, p.terms.Active())
+			<-p.ag.Done() // the agent read end of file on its stdin
+			info, err := p.terms.cfg.Service.Get(ctxT(t), created.TerminalId)
+			require.NoError(t, err)
+			assert.Equal(t, registry.StateKilled, info.State)
+		})
 	}
-	assert.Equal(t, EditorEnded, p.ended)
-	require.NoError(t, p.err)
-	proctest.RequireGone(t, marker)
-	assert.Empty(t, p.terms.Active())
-	<-p.ag.Done() // the agent read end of file on its stdin
-	info, err := p.terms.cfg.Service.Get(ctxT(t), created.TerminalId)
-	require.NoError(t, err)
-	assert.True(t, info.State.Final())
-}
-
-func TestProxyKillsTerminalsWhenTheAgentExits(t *testing.T) {
-	p := newProxied(t)
-	p.initialize(t)
-	marker := proctest.Marker()
-	proctest.KillOnCleanup(t, marker)
-	_, err := p.ag.CreateTerminal(ctxT(t), stubbornTree(marker))
-	require.NoError(t, err)
-	proctest.WaitRunning(t, marker, 2)
-
-	require.NoError(t, p.agentW.Close())
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not return after the agent exited")
-	}
-	assert.Equal(t, AgentEnded, p.ended)
-	proctest.RequireGone(t, marker)
 }
 
 func TestAdvertiseTerminalKeepsTheRest(t *testing.T) {

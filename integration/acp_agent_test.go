@@ -14,6 +14,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/corralhq/corral/internal/acptest"
 )
 
 // The scripted ACP agent: the test binary re-executed with
@@ -55,6 +57,7 @@ type acpStepResult struct {
 }
 
 type scriptedAgent struct {
+	acptest.AgentBase
 	conn *acp.AgentSideConnection
 	mu   sync.Mutex
 	init acp.InitializeRequest
@@ -198,24 +201,4 @@ func (a *scriptedAgent) race(ctx context.Context, sid acp.SessionId, id string, 
 		return res, fmt.Errorf("release: %w", err)
 	}
 	return res, nil
-}
-
-func (a *scriptedAgent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
-	return acp.AuthenticateResponse{}, nil
-}
-func (a *scriptedAgent) Cancel(context.Context, acp.CancelNotification) error { return nil }
-func (a *scriptedAgent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return acp.CloseSessionResponse{}, nil
-}
-func (a *scriptedAgent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	return acp.ListSessionsResponse{}, nil
-}
-func (a *scriptedAgent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, nil
-}
-func (a *scriptedAgent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, nil
-}
-func (a *scriptedAgent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, nil
 }

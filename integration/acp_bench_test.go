@@ -10,6 +10,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/corralhq/corral/internal/acptest"
 )
 
 // copyRelayEnv makes the test binary (see TestMain) a byte-copying relay in
@@ -86,7 +88,7 @@ func benchACPRoundTrip(b *testing.B, cmd *exec.Cmd, environ []string) {
 			<-done
 		}
 	}()
-	conn := acp.NewClientSideConnection(&itEditorClient{}, stdin, io.Reader(stdout))
+	conn := acp.NewClientSideConnection(&acptest.Editor{}, stdin, io.Reader(stdout))
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,42 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/acpterm"
+	"github.com/corralhq/corral/internal/acptest"
 	"github.com/corralhq/corral/internal/proctest"
 )
-
-// byteTape records the bytes one side of a stream carried.
-type byteTape struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (bt *byteTape) Write(p []byte) (int, error) {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	return bt.buf.Write(p)
-}
-
-// completeLines splits b into its newline-terminated lines.
-func completeLines(b []byte) []string {
-	s := string(b)
-	i := strings.LastIndexByte(s, '\n')
-	if i < 0 {
-		return nil
-	}
-	return strings.Split(s[:i], "\n")
-}
-
-func (bt *byteTape) String() string {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	return bt.buf.String()
-}
-
-func (bt *byteTape) lines() []string {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	return completeLines(bt.buf.Bytes())
-}
 
 // acpEditor plays an editor, written with the SDK, that started
 // `corral acp [flags] -- <the scripted agent>` as its agent.
@@ -64,57 +29,14 @@ type acpEditor struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	conn    *acp.ClientSideConnection
-	client  *itEditorClient
-	sent    *byteTape // what the editor wrote to corral
-	got     *byteTape // what corral wrote to the editor
-	tapeDir string    // the agent's own tapes
-	stderr  *byteTape
+	client  *acptest.Editor
+	sent    *acptest.Tape // what the editor wrote to corral
+	got     *acptest.Tape // what corral wrote to the editor
+	tapeDir string        // the agent's own tapes
+	stderr  *acptest.Tape
 	session acp.SessionId
 	exited  chan struct{}
 	waitErr error
-}
-
-// itEditorClient has no terminals: the proxy must answer every terminal
-// request itself.
-type itEditorClient struct {
-	t       *testing.T
-	mu      sync.Mutex
-	updates []acp.SessionNotification
-}
-
-func (c *itEditorClient) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, nil
-}
-func (c *itEditorClient) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, nil
-}
-func (c *itEditorClient) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return acp.RequestPermissionResponse{}, nil
-}
-func (c *itEditorClient) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	c.mu.Lock()
-	c.updates = append(c.updates, n)
-	c.mu.Unlock()
-	return nil
-}
-func (c *itEditorClient) reached(method string) error {
-	c.t.Errorf("the editor received %s: corral acp should have answered it", method)
-	return &acp.RequestError{Code: -32601, Message: "this editor has no terminals"}
-}
-func (c *itEditorClient) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, c.reached("terminal/create")
-}
-func (c *itEditorClient) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, c.reached("terminal/kill")
-}
-func (c *itEditorClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, c.reached("terminal/output")
-}
-func (c *itEditorClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, c.reached("terminal/release")
-}
-func (c *itEditorClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, c.reached("terminal/wait_for_exit")
 }
 
 // acpAgentCommand is the scripted agent's command line and environment.
@@ -133,8 +55,8 @@ func acpAgentCommand(t testing.TB, tapeDir string) ([]string, []string) {
 // agent, connects the editor, initializes and opens a session.
 func startACPEditor(t *testing.T, bin string, flags ...string) *acpEditor {
 	t.Helper()
-	e := &acpEditor{t: t, sent: &byteTape{}, got: &byteTape{}, stderr: &byteTape{}, tapeDir: t.TempDir(),
-		client: &itEditorClient{t: t}, exited: make(chan struct{})}
+	e := &acpEditor{t: t, sent: &acptest.Tape{}, got: &acptest.Tape{}, stderr: &acptest.Tape{}, tapeDir: t.TempDir(),
+		client: &acptest.Editor{T: t}, exited: make(chan struct{})}
 	agentArgv, environ := acpAgentCommand(t, e.tapeDir)
 	args := append(append([]string{"acp"}, flags...), "--")
 	e.cmd = exec.Command(bin, append(args, agentArgv...)...)
@@ -186,15 +108,12 @@ func (e *acpEditor) run(steps ...acpStep) []acpStepResult {
 	e.t.Helper()
 	script, err := json.Marshal(steps)
 	require.NoError(e.t, err)
-	e.client.mu.Lock()
-	before := len(e.client.updates)
-	e.client.mu.Unlock()
+	before := len(e.client.Updates())
 	_, err = e.conn.Prompt(acpCtx(e.t), acp.PromptRequest{SessionId: e.session, Prompt: []acp.ContentBlock{acp.TextBlock(string(script))}})
 	require.NoError(e.t, err, "prompt; corral stderr:\n%s", e.stderr.String())
-	e.client.mu.Lock()
-	defer e.client.mu.Unlock()
-	require.Len(e.t, e.client.updates, before+1, "one message with the results")
-	u := e.client.updates[before].Update.AgentMessageChunk
+	updates := e.client.Updates()
+	require.Len(e.t, updates, before+1, "one message with the results")
+	u := updates[before].Update.AgentMessageChunk
 	require.NotNil(e.t, u)
 	var results []acpStepResult
 	require.NoError(e.t, json.Unmarshal([]byte(u.Content.Text.Text), &results))
@@ -223,7 +142,7 @@ func (e *acpEditor) requireRelayedUnchanged() {
 	}
 	answered := map[string]bool{}
 	var agentRelayed []string
-	for _, l := range completeLines(agentOut) {
+	for _, l := range acptest.Lines(agentOut) {
 		if w := parse(l); strings.HasPrefix(w.Method, "terminal/") || w.Method == "$/cancel_request" {
 			answered[string(w.ID)] = w.ID != nil
 			continue
@@ -232,13 +151,13 @@ func (e *acpEditor) requireRelayedUnchanged() {
 	}
 	require.NotEmpty(t, answered, "the agent made terminal calls")
 	var editorSent []string
-	for _, l := range e.sent.lines() {
+	for _, l := range e.sent.Lines() {
 		if parse(l).Method != "initialize" {
 			editorSent = append(editorSent, l)
 		}
 	}
 	var agentGot []string
-	for _, l := range completeLines(agentIn) {
+	for _, l := range acptest.Lines(agentIn) {
 		w := parse(l)
 		if w.Method == "initialize" || (w.Method == "" && answered[string(w.ID)]) {
 			continue
@@ -246,7 +165,7 @@ func (e *acpEditor) requireRelayedUnchanged() {
 		agentGot = append(agentGot, l)
 	}
 	assert.Equal(t, editorSent, agentGot, "editor → agent, byte for byte")
-	assert.Equal(t, agentRelayed, e.got.lines(), "agent → editor, byte for byte")
+	assert.Equal(t, agentRelayed, e.got.Lines(), "agent → editor, byte for byte")
 }
 
 // acpBackends are the backends the ACP tests run on: corral acp flags and
