@@ -132,7 +132,7 @@ func BenchmarkLogRead(b *testing.B) {
 	name := startPlainContainer(b, cli)
 	const logSize = 100 << 20
 	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
-	e, err := newEnv(tr, name, "", discardLogger(), nil)
+	e, err := newEnv(tr, name, "", 0, discardLogger(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

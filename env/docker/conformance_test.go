@@ -20,6 +20,23 @@ import (
 // opened with the same target), kept on Close so that re-attach finds it,
 // and removed when the suite ends.
 func TestConformance(t *testing.T) {
+	t.Run("residents", func(t *testing.T) { conformance(t, 0) })
+	t.Run("no-residents", func(t *testing.T) { conformance(t, -1) })
+}
+
+// execLoadCases are the suite's load tests, run with residents only: with
+// every call an exec they exercise the same engine paths at several
+// minutes of CI time, and the exec path is covered by every other case.
+var execLoadCases = map[string]string{
+	"Output/Large50MB":         "run with residents; the exec path is covered by the other cases",
+	"Exit/KillRacesExit100":    "run with residents; the exec path is covered by the other cases",
+	"Exit/ConcurrentStarts100": "run with residents; the exec path is covered by the other cases",
+}
+
+// conformance runs the suite with the Environment's resident shells as
+// Options.Residents says: on (every call but Write on a resident), or off
+// (every call an exec).
+func conformance(t *testing.T, residents int) {
 	cli := requireEngine(t)
 	owner := "test-conformance-" + randomSuffix()
 	var mu sync.Mutex
@@ -31,14 +48,19 @@ func TestConformance(t *testing.T) {
 			_, _ = cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
 		}
 	})
+	var skip map[string]string
+	if residents < 0 {
+		skip = execLoadCases
+	}
 	envtest.Run(t, envtest.Config{
+		Skip: skip,
 		New: func(t *testing.T) env.Environment {
 			sum := sha256.Sum256([]byte(t.Name()))
 			name := owner + "-" + hex.EncodeToString(sum[:5])
 			mu.Lock()
 			names[name] = true
 			mu.Unlock()
-			e, err := Open(testContext(t), "docker-image://"+testImage+"?persist=true&name="+name, Options{Owner: owner, Logger: discardLogger()})
+			e, err := Open(testContext(t), "docker-image://"+testImage+"?persist=true&name="+name, Options{Owner: owner, Logger: discardLogger(), Residents: residents})
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}

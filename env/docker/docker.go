@@ -30,6 +30,11 @@ type Options struct {
 	// wrapped processes' state. Empty means /tmp/.corral in a sandbox (the
 	// writable tmpfs) and the nohup engine's default in docker:// targets.
 	BaseDir string
+	// Residents bounds the resident shells (execs with stdin attached that
+	// keep the engine's library loaded) the Environment keeps in the
+	// container: a call is then one request on an open stream instead of a
+	// new exec. 0 means the engine's default (4); negative turns them off.
+	Residents int
 	// Logger receives lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -100,7 +105,7 @@ func openContainer(ctx context.Context, cli *client.Client, t Target, opts Optio
 		return nil, fmt.Errorf("docker: container %s is %s, not running; start it with `docker start %s`: %w", name, st.Status, name, env.ErrSandboxGone)
 	}
 	log.Debug("docker: opened container", "container", name, "id", shortID(c.ID))
-	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, log, func() error {
+	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts.Residents, log, func() error {
 		cli.Close()
 		return nil
 	})
@@ -126,7 +131,7 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 		defer cancel()
 		return sb.remove(ctx)
 	}
-	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, log, onClose)
+	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts.Residents, log, onClose)
 	if err != nil && !t.Sandbox.Persist {
 		rctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
@@ -137,11 +142,12 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 
 // newEnv builds the Environment on tr; onClose runs once, after the
 // engine has killed the non-detached processes.
-func newEnv(tr nohup.Transport, name, baseDir string, log *slog.Logger, onClose func() error) (env.Environment, error) {
+func newEnv(tr nohup.Transport, name, baseDir string, residents int, log *slog.Logger, onClose func() error) (env.Environment, error) {
 	e, err := nohup.New(tr, nohup.Options{
 		Name:      SchemeContainer + name,
 		BaseDir:   baseDir,
 		ChunkSize: outputChunk,
+		Residents: residents,
 		Logger:    log,
 		OnClose:   onClose,
 	})

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
 )
 
 // Transport runs sh scripts in one container through the Engine API's exec
@@ -141,6 +143,47 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 		}
 	}
 	return code, nil
+}
+
+// OpenShell implements nohup.ShellTransport: an exec of /bin/sh -c script
+// with stdin attached, whose hijacked connection stays open for as long as
+// the engine keeps the shell. The engine's multiplexed output is split
+// into stdout and stderr on the way. Stop closes the connection: the shell
+// reads end of file and exits, and blocked reads return.
+func (t *Transport) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
+	created, err := t.cli.ExecCreate(ctx, t.id, client.ExecCreateOptions{
+		User:         t.user,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"/bin/sh", "-c", script},
+	})
+	if err != nil {
+		return nil, sandboxError("exec resident shell", t.name, err)
+	}
+	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, sandboxError("attach resident shell", t.name, err)
+	}
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(outW, errW, att.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		outW.CloseWithError(err)
+		errW.CloseWithError(err)
+	}()
+	stop := sync.OnceValue(func() error {
+		att.Close()
+		// The demultiplexer may be blocked writing a frame nobody will
+		// read: closing the read ends releases it.
+		outR.Close()
+		errR.Close()
+		return nil
+	})
+	return &nohup.Shell{Stdin: att.Conn, Stdout: outR, Stderr: errR, Stop: stop}, nil
 }
 
 // execFailed classifies an exec the engine refused. Besides the answers
@@ -307,11 +350,7 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // forkFailed reports whether a shell's error output says it could not
 // fork: busybox ash "can't fork", dash "Cannot fork", bash "fork: ...
 // Resource temporarily unavailable".
-func forkFailed(stderr []byte) bool {
-	s := strings.ToLower(string(stderr))
-	return strings.Contains(s, "can't fork") || strings.Contains(s, "cannot fork") ||
-		strings.Contains(s, "fork: resource temporarily unavailable") || strings.Contains(s, "fork: retry")
-}
+func forkFailed(stderr []byte) bool { return nohup.ForkFailed(stderr) }
 
 // runtimeExecFailed recognises the OCI runtime's complaint that replaces
 // the output of an exec it could not start ("OCI runtime exec failed: …",

@@ -39,6 +39,8 @@ type Env struct {
 	pollSteps  string        // sleepSteps of one long poll
 	longPolls  chan struct{} // one token per long poll in flight
 	baseTurn   chan struct{} // one resolution of baseDir at a time
+
+	residents *ResidentPool // for a ShellTransport; nil otherwise
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -56,7 +58,7 @@ func New(t Transport, opts Options) (*Env, error) {
 	if !validSafePath(opts.Shell) {
 		return nil, fmt.Errorf("nohup: New: Shell %q: must be an absolute path of [A-Za-z0-9._/-]", opts.Shell)
 	}
-	return &Env{
+	e := &Env{
 		t: t, opts: opts, baseDir: opts.BaseDir, attached: map[*process]bool{},
 		// A short command ends a few ms after the wrapper reports it
 		// running: look soon and often, the wait is short anyway.
@@ -64,7 +66,19 @@ func New(t Transport, opts Options) (*Env, error) {
 		pollSteps:  sleepSteps(opts.LongPoll, 5*time.Millisecond, 50*time.Millisecond),
 		longPolls:  make(chan struct{}, opts.MaxLongPolls),
 		baseTurn:   make(chan struct{}, 1),
-	}, nil
+	}
+	if st, ok := t.(ShellTransport); ok && opts.Residents > 0 {
+		if _, lib := t.(LibTransport); !lib {
+			e.residents = &ResidentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*Resident, error) {
+				sh, err := st.OpenShell(ctx, ResidentScript(lib))
+				if err != nil {
+					return nil, err
+				}
+				return NewResident(lib, sh.Stdin, sh.Stdout, sh.Stderr, sh.Stop), nil
+			}}
+		}
+	}
+	return e, nil
 }
 
 // Name implements env.Environment.
@@ -107,7 +121,38 @@ func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool
 			return lt.ExecLib(ctx, lib, line, after, out, errb)
 		})
 	}
+	if e.residents != nil {
+		return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
+			return e.residentCall(ctx, line, after, out, errb)
+		})
+	}
 	return e.exec(ctx, what, lib+line, nil, retry)
+}
+
+// residentCall runs line, then after, on a resident shell, or through Exec
+// (without after) when none is free or none can be started. A resident that
+// breaks mid-call leaves the result unknown: that is ErrUnavailable, which
+// callers that may repeat the call retry, on another resident.
+func (e *Env) residentCall(ctx context.Context, line, after string, out, errb *bytes.Buffer) (int, error) {
+	code, err := e.residents.Call(ctx, lib, line, after, out, errb)
+	switch {
+	case err == nil:
+		if code != 0 && ForkFailed(errb.Bytes()) {
+			// The subshell that was to run the call could not be forked:
+			// nothing ran.
+			return -1, fmt.Errorf("resident shell: cannot fork (pids limit reached?): %.200s: %w",
+				bytes.TrimSpace(errb.Bytes()), env.ErrUnavailable)
+		}
+		return code, nil
+	case errors.Is(err, ErrNoResident):
+		e.opts.Logger.Debug("nohup: no resident shell; running the call through Exec", "env", e.opts.Name, "err", err)
+		out.Reset()
+		errb.Reset()
+		return e.t.Exec(ctx, lib+line, nil, out, errb)
+	case ctx.Err() != nil:
+		return -1, ctx.Err()
+	}
+	return -1, fmt.Errorf("resident shell: %w: %w", env.ErrUnavailable, err)
 }
 
 // exec runs one script and returns its stdout. With retry, errors matching
@@ -230,6 +275,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	// The next starts' directories are armed (their processes waiting)
 	// after this one's reply, by a transport that can run work then.
 	_, canArm := e.t.(LibTransport)
+	canArm = canArm || (e.residents != nil && !e.residents.Disabled())
 	id, armed, toArm := e.takeSpare(canArm)
 	kind := ""
 	if armed {
@@ -440,6 +486,9 @@ func (e *Env) Close() error {
 		if err := p.signal(ctx, env.SIGKILL); err != nil && !errors.Is(err, env.ErrExited) && !errors.Is(err, env.ErrNotFound) {
 			errs = append(errs, err)
 		}
+	}
+	if e.residents != nil {
+		e.residents.Close()
 	}
 	if e.opts.OnClose != nil {
 		if err := e.opts.OnClose(); err != nil {

@@ -56,6 +56,9 @@ type Options struct {
 	// each holds a transport session (an ssh connection allows 10): when
 	// all are taken, polls look once and Poll paces them. Default 4.
 	MaxLongPolls int
+	// Residents bounds the resident shells kept for a ShellTransport (see
+	// there). Default 4; negative: none, every call is an Exec.
+	Residents int
 	// Logger receives debug and warning messages. Default slog.Default().
 	Logger *slog.Logger
 	// OnClose, when set, is run by Close after the processes were handled,
@@ -84,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Retention == 0 {
 		o.Retention = 24 * time.Hour
+	}
+	if o.Residents == 0 {
+		o.Residents = 4
 	}
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = 1 << 20

@@ -3,6 +3,7 @@ package nohup
 import (
 	"context"
 	"io"
+	"strings"
 )
 
 // Transport runs short POSIX sh scripts inside one sandbox. It is all a
@@ -45,4 +46,43 @@ type LibTransport interface {
 	// readies the sandbox for the next call. It is best effort; a
 	// transport that cannot run it that way skips it.
 	ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (exitCode int, err error)
+}
+
+// ShellTransport is a Transport that can also start a long-lived shell
+// inside the sandbox. The engine keeps up to Options.Residents such shells
+// running with its library loaded (resident shells) and sends them its
+// calls, so that a call costs one request and one reply on streams that are
+// already open: no new exec or session, no new shell, no library to parse.
+// The protocol on the streams is the engine's own; the transport only
+// carries bytes. When no shell can be started, or the shells keep failing,
+// the engine runs its calls through Exec.
+type ShellTransport interface {
+	Transport
+	// OpenShell starts /bin/sh -c script inside the sandbox, with its
+	// stdin, stdout and stderr on the returned Shell's streams, and returns
+	// once it runs. It should fail fast rather than wait for a session slot
+	// or a connection: the call is then run through Exec, which may wait.
+	// The shell must outlive ctx, which bounds only the opening.
+	OpenShell(ctx context.Context, script string) (*Shell, error)
+}
+
+// Shell is a shell started by OpenShell: its three streams and how to end
+// it.
+type Shell struct {
+	Stdin  io.Writer
+	Stdout io.Reader
+	Stderr io.Reader
+	// Stop ends the shell: it closes the streams, so that blocked reads of
+	// Stdout and Stderr return, and the shell reads end of file. It may be
+	// called more than once.
+	Stop func() error
+}
+
+// ForkFailed recognises a shell's complaint that it could not fork (the
+// sandbox's pids limit is exhausted, say by a fork bomb): the script it
+// was given did not run, and a retry may well succeed.
+func ForkFailed(stderr []byte) bool {
+	s := strings.ToLower(string(stderr))
+	return strings.Contains(s, "can't fork") || strings.Contains(s, "cannot fork") ||
+		strings.Contains(s, "fork: resource temporarily unavailable") || strings.Contains(s, "fork: retry")
 }
