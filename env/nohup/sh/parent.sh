@@ -1,0 +1,168 @@
+# shellcheck shell=sh
+# The parent, run as Shell -c PARENT corral-parent DIR SH SETSID MODE SI by
+# a fresh session leader with default signal dispositions (see detach in
+# launch.sh). PARENT is proc.sh, then C set to command.sh, then this file
+# (see parentBody in scripts.go). It forks the wrapper (a background
+# subshell) and then the command (a foreground subshell), and waits for the
+# command. MODE "now" starts the command at once; "armed" prepares an armed
+# spare (see spares.sh), and SI then comes with the word go.
+#
+# Only the parent of a process learns from wait() whether it was killed by
+# a signal, and every shell folds that into $? = 128+N, so "exit 143" and
+# "killed by SIGTERM" look the same to a shell. The kernel shows the real
+# wait status of a zombie in /proc/PID/stat field 52, so the wrapper makes
+# sure the command stays a zombie until it has looked: it stops the parent
+# (SIGSTOP) right after the command started, so the parent cannot reap.
+#
+# The command's subshell first writes its identity (its own PID comes from
+# /proc/self/stat: $$ in a subshell is the parent's) and waits until the
+# parent is stopped (the "gate": a brief spin, then 1ms sleeps, so a loaded
+# machine still lets the wrapper run), so even an instant exit is kept.
+# Then it execs setsid (it is not a group leader, so setsid never forks)
+# and, through it, Shell -c Command (now) or Shell -c command.sh (armed):
+# the command is the leader of a new session, a child of the parent, and
+# has default signal dispositions because nothing on its way was started
+# with `&`. The wrapper is a `&` subshell, and so ignores SIGINT and
+# SIGQUIT, which it never passes on. Stdin (the FIFO in, kept open for
+# writing by a holder the wrapper starts) is opened only after the gate:
+# the open waits for the holder.
+#
+# The wrapper reports "ok CPID CSTART WPID WSTART" on the launcher's pipe
+# (now; the parent lets go of that pipe before it forks the command) or in
+# the file armed, then watches the command until it is a zombie, reads its
+# wait status, writes the exit file and resumes the parent, which reaps the
+# command and exits. Any poll does the same as soon as it sees the zombie
+# (see state in state.sh), so the wrapper's watch is not on the path of
+# exit detection: it only guarantees that an exit nobody polls for is
+# recorded too. Its sleeps grow from 5ms to 100ms, a fork every 100ms per
+# long-running process: the trade-off between idle cost and how soon an
+# unwatched exit file appears. When a poll has finished first (the exit
+# file exists), the wrapper only resumes the parent and ends. The wrapper,
+# too, spins a little before it sleeps while it waits for the command's
+# pid: a sleep is a fork and at least a millisecond.
+#
+# Every file is written with one echo, not tmp+mv (a mv is one more fork on
+# the way): nobody reads parent, holder, wrapper and armed before the
+# wrapper reports, the wrapper takes pid only once it holds both fields,
+# and for exit see state in state.sh.
+d=$1 sh=$2 ss=$3 mode=$4 si=$5
+set -f
+p=$$
+# The wrapper.
+(
+	s=; read -r s </proc/self/stat; w=${s%% *}
+	iv=0.001
+	nap() { sleep $iv 2>/dev/null || { iv=1; sleep 1; }; }
+	pstat "$p"; pst=$p_start
+	# Armed: the command reads run, whose only writer is this wrapper,
+	# so the command sees EOF, and ends, if the wrapper dies. Opened
+	# read-write, so that the open never waits; the command's open
+	# waits for this one.
+	if [ "$mode" = armed ]; then exec 5<>"$d/run"; fi
+	n=0 c= cst=
+	while :; do
+		[ -f "$d/pid" ] && read -r c cst <"$d/pid"
+		[ -n "$cst" ] && break
+		n=$((n+1))
+		if [ $n -gt 5000 ] || ! [ -d "/proc/$p" ]; then echo "nocommand"; exit 1; fi
+		if [ $n -gt 1000 ]; then nap; fi
+	done
+	kill -STOP "$p"
+	# Start returns only once the parent is really stopped: a signal the
+	# supervisor sends right after must find the command's death kept.
+	n=0
+	while pstat "$p" && [ "$p_state" != T ] && [ $n -lt 5000 ]; do
+		n=$((n+1))
+		if [ $n -gt 50 ]; then nap; fi
+	done
+	echo "$p $pst" >"$d/parent"
+	pstat "$w"; wst=$p_start
+	echo "$w $wst" >"$d/wrapper"
+	if [ "$mode" = armed ]; then
+		exec >/dev/null
+		# go is held open read-write from before the armed file exists
+		# to the word go, so no word written to it is ever lost (a FIFO
+		# drops its data when its last user closes it). Nothing wakes
+		# the wait but a word: a spare nobody uses ends with its
+		# engine's Close, or with the sweep of a later start.
+		exec 3<>"$d/go"
+		echo "ok $c $cst $w $wst" >"$d/armed"
+		job= si=
+		read -r job si <&3 || job=
+		exec 3<&-
+		if [ "$job" != go ]; then
+			# Not used after all: end the spare.
+			kill -KILL "$c" 2>/dev/null
+			kill -CONT "$p" 2>/dev/null
+			exit 0
+		fi
+	fi
+	h=
+	if [ "$si" = 1 ]; then
+		sleep 2147483647 >"$d/in" </dev/null 2>/dev/null 5>&- &
+		h=$!
+		pstat "$h" && echo "$h $p_start" >"$d/holder"
+	fi
+	if [ "$mode" = armed ]; then
+		echo run >&5
+		exec 5>&-
+	else
+		echo "ok $c $cst $w $wst"
+		exec >/dev/null
+	fi
+	if [ "$iv" != 1 ]; then iv=0.005; fi
+	st=
+	# Done only once exit holds a whole line: a poll may have created
+	# it and not yet written it, and resuming the parent now would let
+	# it reap the zombie that a third reader needs to find.
+	ex=
+	while ! { [ -f "$d/exit" ] && read -r ex <"$d/exit"; }; do
+		if ! pstat "$c" || [ "$p_start" != "$cst" ]; then
+			# A poll that found the zombie first wrote exit, then resumed
+			# the parent, which reaped the command: not lost.
+			[ -f "$d/exit" ] || st=lost
+			break
+		fi
+		# Only Z: a process being reaped (X, after a poll wrote exit and
+		# resumed the parent) shows a wait status of 0.
+		if [ "$p_state" = Z ]; then
+			case $p_wstatus in
+			''|*[!0-9]*) st=lost ;;
+			*) wstatus "$p_wstatus" ;;
+			esac
+			break
+		fi
+		sleep $iv
+		case $iv in 0.005) iv=0.01 ;; 0.01) iv=0.02 ;; 0.02) iv=0.05 ;; 0.05) iv=0.1 ;; esac
+	done
+	# Rewritten in place, never truncated: whoever else writes it
+	# writes the same bytes, so nobody ever finds it shorter again.
+	case $st in
+	lost) [ -f "$d/exit" ] || echo lost >"$d/exit" ;;
+	?*) { [ -f "$d/exit" ] && read -r ex <"$d/exit"; } || echo "$st" 1<>"$d/exit" ;;
+	esac
+	kill -CONT "$p" 2>/dev/null
+	# The stdin holder has nobody left to hold the FIFO for.
+	if [ -n "$h" ]; then kill "$h" 2>/dev/null; fi
+) </dev/null &
+exec >/dev/null
+(
+	s=; read -r s </proc/self/stat
+	c=${s%% *}
+	set -- ${s##*) }
+	# Armed: run is open (see the wrapper) before pid says we are here.
+	if [ "$mode" = armed ]; then exec 4<"$d/run" || exit 125; fi
+	echo "$c ${20}" >"$d/pid" || exit 125
+	# The gate: the wrapper writes parent once the parent is stopped.
+	n=0
+	while ! [ -f "$d/parent" ] && [ -d "/proc/$p" ] && [ $n -lt 6000 ]; do
+		n=$((n+1))
+		if [ $n -gt 1000 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
+	done
+	if [ "$mode" = armed ]; then exec "$ss" "$sh" -c "$C" corral-command "$d" "$sh"; fi
+	. "$d/spec" || exit 125
+	if [ "$si" = 1 ]; then exec <"$d/in"; fi
+	if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
+	if [ $# -eq 0 ]; then export CORRAL_TREE="$tag"; exec "$ss" "$sh" -c "$cmd"; fi
+	exec env "$@" "CORRAL_TREE=$tag" "$ss" "$sh" -c "$cmd"
+) </dev/null >>"$d/log" 2>&1

@@ -1,0 +1,91 @@
+# shellcheck shell=sh
+# The calls on a running process: poll, wait, signal, survivors, close
+# stdin, remove, and the sandbox user's ID.
+
+# corral_poll DIR WPID WSTART CPID CSTART OFF MAX STEPS is one long poll of
+# an output reader: it returns as soon as the command has ended, or the log
+# has grown past OFF, or after the sleeps in STEPS (a list of seconds the
+# Go side computes from Options.LongPoll; empty: report at once). Then it
+# reports (see report in state.sh): "STATE\nSIZE\n" and at most MAX raw
+# bytes from OFF. Waiting inside the sandbox, in small steps, detects an
+# exit or new output within one step instead of one client poll interval,
+# at one transport round trip per LongPoll when idle. A sleep without
+# fractions ends the wait after one second.
+corral_poll() {
+	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 max=$7 steps=$8
+	set -f
+	state "$d" "$wpid" "$wst" "$c" "$cst"
+	for s in $steps; do
+		[ "$st" = running ] || break
+		logsize "$d"
+		[ "$size" -gt "$off" ] && break
+		sleep "$s" 2>/dev/null || { sleep 1; state "$d" "$wpid" "$wst" "$c" "$cst"; break; }
+		state "$d" "$wpid" "$wst" "$c" "$cst"
+	done
+	report "$d" "$off" "$max"
+}
+
+# corral_wait DIR WPID WSTART CPID CSTART STEPS is corral_poll for Wait: it
+# waits for the end of the command only and prints the state.
+corral_wait() {
+	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 steps=$6
+	set -f
+	state "$d" "$wpid" "$wst" "$c" "$cst"
+	for s in $steps; do
+		[ "$st" = running ] || break
+		sleep "$s" 2>/dev/null || { sleep 1; state "$d" "$wpid" "$wst" "$c" "$cst"; break; }
+		state "$d" "$wpid" "$wst" "$c" "$cst"
+	done
+	echo "$st"
+}
+
+# corral_signal DIR CPID CSTART TAG SIG signals the whole tree. The group is
+# signalled only after the identity check and only while the command runs
+# (its PID then still names the group); escapees are found by their tag.
+# First output line: "exited" when the command has ended (exit file
+# written, or a zombie awaiting it; the rest of the tree is signalled all
+# the same), "sent" otherwise.
+corral_signal() {
+	d=$1 c=$2 cst=$3 tag=$4 sig=$5
+	if ! [ -f "$d/exit" ] && pstat "$c" && [ "$p_start" = "$cst" ] && [ "$p_state" != Z ]; then
+		echo sent
+		kill -"$sig" "-$c" 2>/dev/null
+	else
+		echo exited
+	fi
+	for q in $(tree "$c" "$cst" "$tag"); do kill -"$sig" "$q" 2>/dev/null; done
+	return 0
+}
+
+# corral_survivors DIR CPID CSTART TAG prints the live PIDs of the tree, one
+# a line.
+corral_survivors() {
+	tree "$2" "$3" "$4"
+	return 0
+}
+
+# corral_closestdin DIR ends the holder that keeps the FIFO's write end
+# open, so the command reads EOF once the FIFO is drained.
+corral_closestdin() {
+	d=$1
+	: >"$d/stdin-closed"
+	if [ -f "$d/holder" ]; then
+		read -r h hst <"$d/holder"
+		if pstat "$h" && [ "$p_start" = "$hst" ]; then kill "$h" 2>/dev/null; fi
+	fi
+	echo ok
+}
+
+# corral_remove DIR WPID WSTART CPID CSTART deletes the state directory
+# unless the process still runs. A wrapper that is just ending may still
+# write exit while rm runs (a poll had finished the command first), so rm
+# gets a second try.
+corral_remove() {
+	d=$1
+	state "$d" "$2" "$3" "$4" "$5"
+	case $st in running) echo running; return 0 ;; esac
+	{ rm -rf "$d" 2>/dev/null || rm -rf "$d"; } && echo ok
+}
+
+# corral_uid prints the sandbox user's ID, for the default BaseDir.
+corral_uid() { id -u; }

@@ -1,0 +1,23 @@
+# shellcheck shell=sh
+# The /proc primitives, shared by the library (lib in scripts.go) and the
+# parent's script (parent.sh). Only builtins run in them: the wrapper must
+# not fork while it watches.
+
+# pstat PID reads /proc/PID/stat and sets p_state (field 3), p_pgrp (field
+# 5), p_start (field 22, start time in clock ticks since boot) and
+# p_wstatus (field 52, the wait status of a zombie, Linux 3.5+). The command
+# name (field 2) may hold spaces and parentheses, so the fields are taken
+# after the last ") ". It returns 1 when the process does not exist.
+pstat() {
+	p_line=
+	read -r p_line 2>/dev/null </proc/"$1"/stat
+	[ -n "$p_line" ] || return 1
+	set -- ${p_line##*) }
+	p_state=$1 p_pgrp=$3 p_start=${20} p_wstatus=${50}
+}
+
+# wstatus W sets st to the exit file's line for the wait status W: "signal
+# N" or "code N".
+wstatus() {
+	if [ $(($1 & 127)) -ne 0 ]; then st="signal $(($1 & 127))"; else st="code $((($1 >> 8) & 255))"; fi
+}

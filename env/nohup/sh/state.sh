@@ -1,0 +1,107 @@
+# shellcheck shell=sh
+# What a poll learns about a process: its state, its output, its tree.
+
+# state DIR WPID WSTART CPID CSTART sets st to the exit file's content, or
+# "running" while the wrapper lives (a zombie wrapper, kept by a stopped
+# parent, is dead), or "lost" when the wrapper is gone without an exit
+# file, or "gone" when DIR does not exist. It is a function setting a
+# variable, not a command substitution, so that polling it forks nothing.
+#
+# When the command (CPID, identified by CSTART) is a zombie, state finishes
+# it as the wrapper would: it reads the wait status from /proc, writes exit
+# and resumes the stopped parent. That takes the wrapper's watch interval
+# out of exit detection. Only a zombie read while its parent is still
+# stopped counts (the parent is looked at after the zombie): once resumed,
+# the parent reaps it, and a process being reaped shows state X and a wait
+# status of 0. The parent is resumed only after exit was written, so then
+# exit is there to be read instead.
+#
+# exit is written in place (one short write; a tmp file and mv would cost a
+# fork) and opened with <>, never truncated, before the parent is resumed;
+# the wrapper, too, resumes the parent only once exit holds a whole line.
+# So while anyone may find it empty (being written), they then also find
+# the zombie still there and derive the same line from it; everyone who
+# writes it writes that same line, over the same bytes, so a complete exit
+# never looks shorter again; and a wrapper that finds the command reaped
+# also finds exit complete and does not call it lost.
+#
+# The exit file is read before the wrapper is looked at, and again after,
+# because the wrapper writes it just before it ends. A line without its
+# newline is one being written and counts as none (read fails on it).
+#
+# resume DIR resumes DIR's parent if it is still the stopped one.
+resume() {
+	r_p= r_pst=
+	[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
+	[ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ] && kill -CONT "$r_p" 2>/dev/null
+}
+state() {
+	st=
+	if ! [ -d "$1" ]; then st=gone; return; fi
+	{ [ -f "$1/exit" ] && read -r st <"$1/exit"; } || st=
+	if [ -n "$st" ]; then return; fi
+	if pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" = Z ]; then
+		case $p_wstatus in
+		''|*[!0-9]*) ;;
+		*)
+			s_w=$p_wstatus r_p= r_pst=
+			[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
+			if [ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ]; then
+				wstatus "$s_w"
+				echo "$st" 1<>"$1/exit"
+				kill -CONT "$r_p" 2>/dev/null
+				return
+			fi ;;
+		esac
+	fi
+	# The parent was resumed meanwhile: by whoever wrote exit first.
+	{ [ -f "$1/exit" ] && read -r st <"$1/exit"; } || st=
+	if [ -n "$st" ]; then return; fi
+	if pstat "$2" && [ "$p_start" = "$3" ] && [ "$p_state" != Z ]; then st=running; return; fi
+	{ [ -f "$1/exit" ] && read -r st <"$1/exit"; } || st=
+	if [ -z "$st" ]; then
+		# Lost: resume the stopped parent so it reaps the command.
+		resume "$1"
+		st=lost
+	fi
+	return 0
+}
+
+# report DIR OFF MAX prints st, the log size, and at most MAX log bytes from
+# offset OFF. Called right after state, so the size is taken after the
+# state: once st says exited, SIZE is final (escapees aside) and a reader
+# that reached it is done. An empty log costs no fork (logsize DIR sets
+# size).
+logsize() {
+	size=0
+	if [ -s "$1/log" ]; then size=$(wc -c <"$1/log" 2>/dev/null) || size=0; fi
+	size=$((size))
+}
+report() {
+	echo "$st"
+	logsize "$1"
+	echo "$size"
+	if [ "$size" -gt "$2" ] && [ "$3" -gt 0 ]; then tail -c +$(($2+1)) "$1/log" | head -c "$3"; fi
+	return 0
+}
+
+# tree CPID CSTART TAG prints the PIDs of the live (non-zombie) processes of
+# the tree: members of the command's process group while the command itself
+# still runs (its PID then names the group for sure), and every process
+# whose environment holds CORRAL_TREE=TAG (setsid and double-fork
+# escapees, which keep the inherited variable).
+tree() {
+	t_alive=
+	if pstat "$1" && [ "$p_start" = "$2" ] && [ "$p_state" != Z ]; then t_alive=1; fi
+	{
+		if [ -n "$t_alive" ]; then
+			for f in /proc/[0-9]*/stat; do
+				q=${f#/proc/}; q=${q%/stat}
+				pstat "$q" && [ "$p_pgrp" = "$1" ] && echo "$q"
+			done
+		fi
+		grep -l -s -F -z -x "CORRAL_TREE=$3" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ q _; do echo "$q"; done
+	} | sort -u | while read -r q; do
+		pstat "$q" && [ "$p_state" != Z ] && echo "$q"
+	done
+}
