@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
 )
 
 // BenchmarkExecTrue compares a foreground `true` through the Environment
@@ -174,6 +175,16 @@ type countingTransport struct {
 
 func (c *countingTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	return c.Transport.Exec(ctx, script, stdin, &countingWriter{w: stdout, n: &c.stdout}, stderr)
+}
+
+// OpenShell counts what resident shells send too.
+func (c *countingTransport) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
+	sh, err := c.Transport.OpenShell(ctx, script)
+	if err != nil {
+		return nil, err
+	}
+	sh.Stdout = io.TeeReader(sh.Stdout, &countingWriter{n: &c.stdout})
+	return sh, nil
 }
 
 type countingWriter struct {

@@ -32,7 +32,6 @@ func TestConformanceResident(t *testing.T) {
 			tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
 			// Cleanups run after the suite's parallel subtests.
 			t.Cleanup(func() {
-				_ = tr.Close()
 				if tr.Residents() == 0 {
 					t.Error("no resident shell was started: the suite ran without them")
 				}

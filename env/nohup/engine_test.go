@@ -221,11 +221,6 @@ func (d *dirTransport) Exec(ctx context.Context, script string, stdin io.Reader,
 	return d.Local.Exec(ctx, "cd '"+d.dir+"' || exit 99\n"+script, stdin, stdout, stderr)
 }
 
-// ExecLib overrides the embedded Local's, which would bypass Exec.
-func (d *dirTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
-	return d.Exec(ctx, lib+call, nil, stdout, stderr)
-}
-
 func TestReattachAndRemove(t *testing.T) {
 	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
 		base := t.TempDir() + "/state"
@@ -352,11 +347,6 @@ func (f *flakyTransport) Exec(ctx context.Context, script string, stdin io.Reade
 	return f.Local.Exec(ctx, script, stdin, stdout, stderr)
 }
 
-// ExecLib overrides the embedded Local's, which would bypass Exec.
-func (f *flakyTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
-	return f.Exec(ctx, lib+call, nil, stdout, stderr)
-}
-
 // cutTransport runs every start's launcher to its end, then passes on only
 // its first line (the ok line) and fails: with exit status 2, as ash does
 // when a fork for the report is refused, or with a lost connection.
@@ -380,11 +370,6 @@ func (c *cutTransport) Exec(ctx context.Context, script string, stdin io.Reader,
 	}
 	_, _ = io.WriteString(stderr, "sh: can't fork")
 	return 2, nil
-}
-
-// ExecLib overrides the embedded Local's, which would bypass Exec.
-func (c *cutTransport) ExecLib(ctx context.Context, lib, call, _ string, stdout, stderr io.Writer) (int, error) {
-	return c.Exec(ctx, lib+call, nil, stdout, stderr)
 }
 
 // TestStartFailingAfterItsOkLine: once the launcher reported the command
@@ -606,7 +591,6 @@ func BenchmarkForegroundTrue(b *testing.B) {
 	b.Run("sessions", func(b *testing.B) { benchForegroundTrue(b, &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}) })
 	b.Run("resident", func(b *testing.B) {
 		tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ(), Resident: true}
-		defer tr.Close()
 		benchForegroundTrue(b, tr)
 	})
 }

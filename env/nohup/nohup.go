@@ -40,7 +40,7 @@ type Env struct {
 	longPolls  chan struct{} // one token per long poll in flight
 	baseTurn   chan struct{} // one resolution of baseDir at a time
 
-	residents *ResidentPool // for a ShellTransport; nil otherwise
+	residents *residentPool // for a ShellTransport; nil otherwise
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -68,15 +68,13 @@ func New(t Transport, opts Options) (*Env, error) {
 		baseTurn:   make(chan struct{}, 1),
 	}
 	if st, ok := t.(ShellTransport); ok && opts.Residents > 0 {
-		if _, lib := t.(LibTransport); !lib {
-			e.residents = &ResidentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*Resident, error) {
-				sh, err := st.OpenShell(ctx, ResidentScript(lib))
-				if err != nil {
-					return nil, err
-				}
-				return NewResident(lib, sh.Stdin, sh.Stdout, sh.Stderr, sh.Stop), nil
-			}}
-		}
+		e.residents = &residentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*resident, error) {
+			sh, err := st.OpenShell(ctx, residentScript(lib))
+			if err != nil {
+				return nil, err
+			}
+			return newResident(lib, sh.Stdin, sh.Stdout, sh.Stderr, sh.Stop), nil
+		}}
 	}
 	return e, nil
 }
@@ -114,13 +112,12 @@ func (e *Env) call(ctx context.Context, what, line string, retry bool) ([]byte, 
 	return e.callThen(ctx, what, line, "", retry)
 }
 
-// callThen is call with after (see LibTransport).
+// callThen is call with after: more lib calls that a resident shell runs
+// once call's results have been returned, in another subshell with stdin,
+// stdout and stderr on /dev/null, while nobody waits: work that readies
+// the sandbox for the next call (arming spares). Best effort: without a
+// resident, after is skipped.
 func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool) ([]byte, error) {
-	if lt, ok := e.t.(LibTransport); ok {
-		return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
-			return lt.ExecLib(ctx, lib, line, after, out, errb)
-		})
-	}
 	if e.residents != nil {
 		return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
 			return e.residentCall(ctx, line, after, out, errb)
@@ -134,6 +131,9 @@ func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool
 // breaks mid-call leaves the result unknown: that is ErrUnavailable, which
 // callers that may repeat the call retry, on another resident.
 func (e *Env) residentCall(ctx context.Context, line, after string, out, errb *bytes.Buffer) (int, error) {
+	if ct, ok := e.t.(CallTracker); ok {
+		defer ct.TrackCall()()
+	}
 	code, err := e.residents.Call(ctx, lib, line, after, out, errb)
 	switch {
 	case err == nil:
@@ -144,7 +144,7 @@ func (e *Env) residentCall(ctx context.Context, line, after string, out, errb *b
 				bytes.TrimSpace(errb.Bytes()), env.ErrUnavailable)
 		}
 		return code, nil
-	case errors.Is(err, ErrNoResident):
+	case errors.Is(err, errNoResident):
 		e.opts.Logger.Debug("nohup: no resident shell; running the call through Exec", "env", e.opts.Name, "err", err)
 		out.Reset()
 		errb.Reset()
@@ -274,8 +274,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	// The next starts' directories are armed (their processes waiting)
 	// after this one's reply, by a transport that can run work then.
-	_, canArm := e.t.(LibTransport)
-	canArm = canArm || (e.residents != nil && !e.residents.Disabled())
+	canArm := e.residents != nil && !e.residents.Disabled()
 	id, armed, toArm := e.takeSpare(canArm)
 	kind := ""
 	if armed {

@@ -17,12 +17,12 @@ import (
 // subshell, so that a call costs one write and one read on streams that are
 // already open: no new session, no new shell, no library to parse. A
 // transport brings the streams (an ssh session, a docker exec attach, a
-// local process); Resident speaks the protocol and ResidentPool shares
+// local process); resident speaks the protocol and residentPool shares
 // residents between callers.
 //
-// The protocol. The transport starts ResidentScript(lib) as the shell's
+// The protocol. The transport starts residentScript(lib) as the shell's
 // script. A request is a nonce line, the call's lines, the nonce line, the
-// after lines (see LibTransport; maybe none) and the nonce line again; the
+// after lines (see Env.callThen; maybe none) and the nonce line again; the
 // nonce ("corral-" and 32 random hex digits) is new for every request and
 // never a line of call or after. The shell runs the call as
 // `( eval CALL ) </dev/null`, then prints "\nNONCE CODE\n" on stdout and
@@ -59,19 +59,19 @@ corral_serve() {
 corral_serve
 `
 
-// ResidentScript returns the script a transport starts (as /bin/sh -c
-// SCRIPT, with stdin, stdout and stderr connected to a Resident) to make a
+// residentScript returns the script a transport starts (as /bin/sh -c
+// SCRIPT, with stdin, stdout and stderr connected to a resident) to make a
 // resident shell with lib loaded.
-func ResidentScript(lib string) string { return lib + "\n" + residentLoop }
+func residentScript(lib string) string { return lib + "\n" + residentLoop }
 
-// ErrResidentBroken is returned (wrapped) by Resident.Call when the
+// errResidentBroken is returned (wrapped) by resident.Call when the
 // resident can no longer be used: its streams ended or failed, or a call
 // was abandoned. The call's result is unknown.
-var ErrResidentBroken = errors.New("resident shell broken")
+var errResidentBroken = errors.New("resident shell broken")
 
-// Resident is the supervisor's side of one resident shell. Calls are run
+// resident is the supervisor's side of one resident shell. Calls are run
 // one at a time; it is not safe for concurrent use.
-type Resident struct {
+type resident struct {
 	lib    string
 	in     io.Writer
 	out    *bufio.Reader
@@ -81,12 +81,12 @@ type Resident struct {
 	served int // calls completed
 }
 
-// NewResident returns the Resident that talks to a shell started with
-// ResidentScript(lib) through its stdin, stdout and stderr. closeFn ends the
+// newResident returns the resident that talks to a shell started with
+// residentScript(lib) through its stdin, stdout and stderr. closeFn ends the
 // shell and its streams; it must make blocked reads on stdout and stderr
 // return (Call uses it to abandon a call whose ctx is done).
-func NewResident(lib string, stdin io.Writer, stdout, stderr io.Reader, closeFn func() error) *Resident {
-	return &Resident{
+func newResident(lib string, stdin io.Writer, stdout, stderr io.Reader, closeFn func() error) *resident {
+	return &resident{
 		lib: lib, in: stdin, close: closeFn,
 		out:  bufio.NewReaderSize(stdout, 64<<10),
 		errs: bufio.NewReaderSize(stderr, 4<<10),
@@ -94,26 +94,26 @@ func NewResident(lib string, stdin io.Writer, stdout, stderr io.Reader, closeFn 
 }
 
 // Lib returns the library the shell was started with.
-func (r *Resident) Lib() string { return r.lib }
+func (r *resident) Lib() string { return r.lib }
 
 // Served returns how many calls completed on this resident.
-func (r *Resident) Served() int { return r.served }
+func (r *resident) Served() int { return r.served }
 
 // Close ends the shell. Idempotent.
-func (r *Resident) Close() error {
+func (r *resident) Close() error {
 	if r.broken == nil {
-		r.broken = fmt.Errorf("%w: closed", ErrResidentBroken)
+		r.broken = fmt.Errorf("%w: closed", errResidentBroken)
 	}
 	return r.close()
 }
 
 // Call runs call (lines of sh; a missing final newline is added) and copies
 // its stdout and stderr (either may be nil: discarded) up to the trailers;
-// then the shell runs after (see LibTransport), while the next call waits.
-// It returns the call's exit code. An error leaves the Resident broken
-// (matching ErrResidentBroken, or ctx's error when ctx ended the call):
+// then the shell runs after (see Env.callThen), while the next call waits.
+// It returns the call's exit code. An error leaves the resident broken
+// (matching errResidentBroken, or ctx's error when ctx ended the call):
 // Close it.
-func (r *Resident) Call(ctx context.Context, call, after string, stdout, stderr io.Writer) (int, error) {
+func (r *resident) Call(ctx context.Context, call, after string, stdout, stderr io.Writer) (int, error) {
 	if r.broken != nil {
 		return -1, r.broken
 	}
@@ -141,10 +141,10 @@ func (r *Resident) Call(ctx context.Context, call, after string, stdout, stderr 
 	stop := context.AfterFunc(ctx, func() { _ = r.close() })
 	fail := func(err error) (int, error) {
 		if !stop() {
-			r.broken = fmt.Errorf("%w: call abandoned: %w", ErrResidentBroken, ctx.Err())
+			r.broken = fmt.Errorf("%w: call abandoned: %w", errResidentBroken, ctx.Err())
 			return -1, ctx.Err()
 		}
-		r.broken = fmt.Errorf("%w: %w", ErrResidentBroken, err)
+		r.broken = fmt.Errorf("%w: %w", errResidentBroken, err)
 		_ = r.close()
 		return -1, r.broken
 	}
@@ -162,8 +162,8 @@ func (r *Resident) Call(ctx context.Context, call, after string, stdout, stderr 
 		// The shell runs a request only once its closing nonce line has
 		// arrived, and nothing more can arrive now: the call did not run.
 		code, ferr := fail(fmt.Errorf("send request: %w", err))
-		if errors.Is(ferr, ErrResidentBroken) {
-			ferr = fmt.Errorf("%w: %w", ErrNoResident, ferr)
+		if errors.Is(ferr, errResidentBroken) {
+			ferr = fmt.Errorf("%w: %w", errNoResident, ferr)
 		}
 		return code, ferr
 	}
@@ -198,7 +198,7 @@ func (r *Resident) Call(ctx context.Context, call, after string, stdout, stderr 
 	if !stop() {
 		// ctx ended just after the call completed: the result stands,
 		// the closed streams do not.
-		r.broken = fmt.Errorf("%w: closed when the call's context ended", ErrResidentBroken)
+		r.broken = fmt.Errorf("%w: closed when the call's context ended", errResidentBroken)
 	}
 	return code, nil
 }
@@ -249,21 +249,21 @@ func copyUntilTrailer(br *bufio.Reader, w io.Writer, nonce string) (string, erro
 	}
 }
 
-// ResidentPool shares residents among concurrent callers of one transport.
+// residentPool shares residents among concurrent callers of one transport.
 // The zero value is not usable: set New and Max.
-type ResidentPool struct {
+type residentPool struct {
 	// New starts a resident shell for lib. It should fail fast (not wait
 	// for a connection or a session slot): the caller then runs the call
 	// some other way.
-	New func(ctx context.Context, lib string) (*Resident, error)
+	New func(ctx context.Context, lib string) (*resident, error)
 	// Max bounds the residents alive at once.
 	Max int
 
 	mu        sync.Mutex
-	idle      []*Resident
+	idle      []*resident
 	live      int
 	gen       int // Reset increments it
-	gens      map[*Resident]int
+	gens      map[*resident]int
 	stillborn int // residents in a row that failed their first call
 	disabled  bool
 	closed    bool
@@ -274,32 +274,40 @@ type ResidentPool struct {
 // run the loop at all (an exotic /bin/sh) must not cost every call a try.
 const stillbornLimit = 3
 
-// ErrNoResident is returned by ResidentPool.Call when no resident is free
-// and no more may be started now, and by Resident.Call when the request
+// errNoResident is returned by residentPool.Call when no resident is free
+// and no more may be started now, and by resident.Call when the request
 // could not be sent: nothing was run, and the caller may run the call some
 // other way.
-var ErrNoResident = errors.New("no resident shell free")
+var errNoResident = errors.New("no resident shell free")
 
 // Call runs call, then after, on an idle resident for lib, or on a new one while fewer
-// than Max are alive. It returns an error matching ErrNoResident, having
+// than Max are alive. It returns an error matching errNoResident, having
 // run nothing, when none is free, New failed or the pool gave up on
-// residents; errors matching ErrResidentBroken mean the call's result is
+// residents; errors matching errResidentBroken mean the call's result is
 // unknown.
-func (p *ResidentPool) Call(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
-	r, err := p.get(ctx, lib)
-	if err != nil {
-		return -1, err
+func (p *residentPool) Call(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+	for {
+		r, err := p.get(ctx, lib)
+		if err != nil {
+			return -1, err
+		}
+		code, err := r.Call(ctx, call, after, stdout, stderr)
+		p.put(r, err, after != "")
+		if errors.Is(err, errNoResident) && r.Served() > 0 && ctx.Err() == nil {
+			// A resident that served before died while idle (its
+			// connection went away): nothing was sent, so try the next
+			// one, or a new one, rather than leave the call to Exec.
+			continue
+		}
+		return code, err
 	}
-	code, err := r.Call(ctx, call, after, stdout, stderr)
-	p.put(r, err, after != "")
-	return code, err
 }
 
-func (p *ResidentPool) get(ctx context.Context, lib string) (*Resident, error) {
+func (p *residentPool) get(ctx context.Context, lib string) (*resident, error) {
 	p.mu.Lock()
 	if p.closed || p.disabled {
 		p.mu.Unlock()
-		return nil, ErrNoResident
+		return nil, errNoResident
 	}
 	for len(p.idle) > 0 {
 		r := p.idle[len(p.idle)-1]
@@ -312,7 +320,7 @@ func (p *ResidentPool) get(ctx context.Context, lib string) (*Resident, error) {
 	}
 	if p.live >= p.Max {
 		p.mu.Unlock()
-		return nil, ErrNoResident
+		return nil, errNoResident
 	}
 	p.live++
 	gen := p.gen
@@ -322,10 +330,10 @@ func (p *ResidentPool) get(ctx context.Context, lib string) (*Resident, error) {
 	defer p.mu.Unlock()
 	if err != nil {
 		p.live--
-		return nil, fmt.Errorf("%w: %w", ErrNoResident, err)
+		return nil, fmt.Errorf("%w: %w", errNoResident, err)
 	}
 	if p.gens == nil {
-		p.gens = map[*Resident]int{}
+		p.gens = map[*resident]int{}
 	}
 	p.gens[r] = gen
 	return r, nil
@@ -333,7 +341,7 @@ func (p *ResidentPool) get(ctx context.Context, lib string) (*Resident, error) {
 
 // put returns r to the idle residents. One still busy with after-work
 // goes to the bottom, so that the next call prefers another.
-func (p *ResidentPool) put(r *Resident, callErr error, busy bool) {
+func (p *residentPool) put(r *resident, callErr error, busy bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r.broken != nil {
@@ -354,14 +362,14 @@ func (p *ResidentPool) put(r *Resident, callErr error, busy bool) {
 		return
 	}
 	if busy {
-		p.idle = append([]*Resident{r}, p.idle...)
+		p.idle = append([]*resident{r}, p.idle...)
 		return
 	}
 	p.idle = append(p.idle, r)
 }
 
 // dropLocked closes r and forgets it.
-func (p *ResidentPool) dropLocked(r *Resident) {
+func (p *residentPool) dropLocked(r *resident) {
 	_ = r.Close()
 	delete(p.gens, r)
 	p.live--
@@ -369,7 +377,7 @@ func (p *ResidentPool) dropLocked(r *Resident) {
 
 // Disabled reports whether the pool gave up on residents after
 // stillbornLimit new ones in a row failed their first call.
-func (p *ResidentPool) Disabled() bool {
+func (p *residentPool) Disabled() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.disabled
@@ -377,7 +385,7 @@ func (p *ResidentPool) Disabled() bool {
 
 // Reset closes the idle residents, and the busy ones when their call
 // returns: the transport's connection was replaced.
-func (p *ResidentPool) Reset() {
+func (p *residentPool) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
@@ -389,7 +397,7 @@ func (p *ResidentPool) Reset() {
 
 // Close closes every idle resident and refuses new calls; busy ones are
 // closed when their call returns.
-func (p *ResidentPool) Close() {
+func (p *residentPool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()

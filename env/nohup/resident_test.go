@@ -27,7 +27,7 @@ import (
 // startResident starts ResidentScript(lib) under sh as a child process.
 func startResident(t *testing.T, sh nohuptest.Shell, lib string) *nohup.Resident {
 	t.Helper()
-	r, err := nohuptest.StartResident(sh.Path, sh.Env, lib)
+	r, err := startResidentShell(sh.Path, sh.Env, lib)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	return r
@@ -201,7 +201,6 @@ func fifo(t *testing.T, release chan struct{}) string {
 func TestArmedSpares(t *testing.T) {
 	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
 		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
-		t.Cleanup(func() { _ = tr.Close() })
 		base := t.TempDir() + "/state"
 		e, err := nohup.New(tr, nohup.Options{Name: "armed-" + sh.Name, BaseDir: base, Shell: sh.Path})
 		require.NoError(t, err)
@@ -284,4 +283,37 @@ func TestArmedSpares(t *testing.T) {
 			assert.Empty(c, strings.TrimSpace(string(out)), "PIDs of armed spares' processes")
 		}, testTimeout, 10*time.Millisecond, "waiting for Close to end the armed spares")
 	})
+}
+
+// startResidentShell starts ResidentScript(lib) as shell -c on this
+// machine, with environ (nil: os.Environ()), and returns its Resident;
+// Close kills and reaps the shell.
+func startResidentShell(shell string, environ []string, lib string) (*nohup.Resident, error) {
+	cmd := exec.Command(shell, "-c", nohup.ResidentScript(lib))
+	cmd.Env = environ
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start resident %s: %w", shell, err)
+	}
+	var once sync.Once
+	closeFn := func() error {
+		once.Do(func() {
+			stdin.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return nil
+	}
+	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
 }

@@ -26,28 +26,6 @@ type Transport interface {
 	Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error)
 }
 
-// LibTransport is a Transport that can keep shells running inside the
-// sandbox with a library of shell functions already loaded, so that a call
-// costs neither a new session nor parsing the library again. The engine
-// uses ExecLib, when the transport has it, for every script that reads no
-// stdin; Resident and ResidentPool implement the shell side and the
-// bookkeeping.
-type LibTransport interface {
-	Transport
-	// ExecLib runs call (lines of sh using the functions and variables lib
-	// defines) with stdin from /dev/null, in a subshell of a shell that has
-	// evaluated lib, or else as lib followed by call in a new shell: the
-	// two must not differ in effect. lib is the same string on every call
-	// of one engine. Output, exit code and errors are as for Exec.
-	//
-	// after, when not empty, is more lib calls that the same shell runs
-	// once call's results have been returned, in another subshell with
-	// stdin, stdout and stderr on /dev/null, while nobody waits: work that
-	// readies the sandbox for the next call. It is best effort; a
-	// transport that cannot run it that way skips it.
-	ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (exitCode int, err error)
-}
-
 // ShellTransport is a Transport that can also start a long-lived shell
 // inside the sandbox. The engine keeps up to Options.Residents such shells
 // running with its library loaded (resident shells) and sends them its
@@ -64,6 +42,14 @@ type ShellTransport interface {
 	// or a connection: the call is then run through Exec, which may wait.
 	// The shell must outlive ctx, which bounds only the opening.
 	OpenShell(ctx context.Context, script string) (*Shell, error)
+}
+
+// CallTracker is what a ShellTransport that closes idle connections
+// implements: the engine calls TrackCall when a call on a resident shell
+// begins and the returned function when it ends, so that a connection is
+// never closed under a call it cannot see.
+type CallTracker interface {
+	TrackCall() (done func())
 }
 
 // Shell is a shell started by OpenShell: its three streams and how to end

@@ -182,7 +182,7 @@ type conn struct {
 	log      *slog.Logger
 	sessions chan struct{} // one token per open session: the server's MaxSessions
 
-	residents *nohup.ResidentPool // shells kept running for ExecLib
+	shells map[*nohup.Shell]struct{} // resident shells open on the current client (guarded by mu)
 
 	ctx    context.Context // done once Close is called
 	cancel context.CancelFunc
@@ -202,7 +202,7 @@ type conn struct {
 	idleGen   int // idle periods so far
 	idleFails int
 	since     time.Time     // when client, idle or downErr last changed
-	busy      int           // Exec and ExecLib calls under way
+	busy      int           // Exec calls and resident-shell calls under way
 	lastUse   time.Time     // when the last of them started or ended
 	changed   chan struct{} // closed and replaced at every change of the above
 }
@@ -226,8 +226,8 @@ func newConn(ctx context.Context, d *dialer) (*conn, error) {
 		wake:     make(chan struct{}, 1),
 		since:    time.Now(),
 		lastUse:  time.Now(),
+		shells:   map[*nohup.Shell]struct{}{},
 	}
-	c.residents = &nohup.ResidentPool{New: c.newResident, Max: max(1, d.opts.MaxSessions/2)}
 	c.wg.Add(1)
 	go c.supervise(client)
 	return c, nil
@@ -250,7 +250,7 @@ func (c *conn) state() connState {
 	return connState{c.client, c.downErr, c.closed, c.idle, c.idleGen, c.idleFails, c.changed}
 }
 
-// use counts an Exec or ExecLib under way until the returned func is
+// use counts an Exec or a call on a resident shell under way until the returned func is
 // called; a connection in use is never closed for idleness.
 func (c *conn) use() func() {
 	c.mu.Lock()
@@ -371,7 +371,7 @@ func (c *conn) setDown(err error) {
 	c.notifyLocked()
 	c.mu.Unlock()
 	// Their sessions died with the connection.
-	c.residents.Reset()
+	c.stopShells()
 }
 
 func (c *conn) setUp(client *xssh.Client) bool {
@@ -402,7 +402,7 @@ func (c *conn) supervise(client *xssh.Client) {
 		}
 		var next *xssh.Client
 		if errors.Is(err, errIdle) {
-			c.residents.Reset() // their sessions died with the client
+			c.stopShells() // their sessions died with the client
 			c.log.Info("ssh: closed the idle connection; the next use dials again", "idle_close", c.d.opts.IdleClose)
 			next = c.dialOnDemand()
 		} else {
@@ -578,7 +578,7 @@ func (c *conn) Close() error {
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.cancel()
-	c.residents.Close()
+	c.stopShells()
 	if client != nil {
 		client.Close()
 	}
@@ -859,36 +859,14 @@ func (c *conn) Exec(ctx context.Context, script string, stdin io.Reader, stdout,
 	return code, nil
 }
 
-// ExecLib implements nohup.LibTransport: call runs on a resident shell
-// (see nohup.Resident) that keeps a session of the shared connection, so
-// it costs one request on an open channel instead of a new session, a new
-// shell and parsing lib. When no resident is free and no more may be
-// started (each holds one of the MaxSessions slots; at most half of them
-// are residents), the call runs as lib+call through Exec, and after is
-// skipped.
-//
-// A resident's output ends with a trailer that carries the exit code, so
-// unlike Exec no keepalive round trip is needed to trust the end of the
-// output.
-func (c *conn) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
-	defer c.use()()
-	code, err := c.residents.Call(ctx, lib, call, after, stdout, stderr)
-	switch {
-	case err == nil:
-		return code, nil
-	case errors.Is(err, nohup.ErrNoResident):
-		c.log.Debug("ssh: no resident shell; running the call in a new session", "target", c.d.name, "err", err)
-		return c.Exec(ctx, lib+call, nil, stdout, stderr)
-	case ctx.Err() != nil:
-		return -1, fmt.Errorf("ssh: %s: exec: %w", c.d.name, ctx.Err())
-	}
-	return -1, fmt.Errorf("ssh: %s: resident shell: %w: %w", c.d.name, env.ErrUnavailable, err)
-}
-
-// newResident starts a resident shell on a new session. It fails fast
-// rather than wait: without a free session slot or a live connection the
-// call goes through Exec, which knows how to wait for both.
-func (c *conn) newResident(ctx context.Context, lib string) (*nohup.Resident, error) {
+// openShell implements nohup.ShellTransport: script runs in a session of
+// the shared connection, which it keeps, one of Options.MaxSessions, so
+// that the engine's calls cost one request on an open channel instead of
+// a new session, a new shell and parsing its library. It fails fast rather
+// than wait: without a free session slot or a live connection the engine
+// runs the call through Exec, which knows how to wait for both. The shells
+// end with the connection (a drop, an idle close, Close).
+func (c *conn) openShell(ctx context.Context, script string) (*nohup.Shell, error) {
 	select {
 	case c.sessions <- struct{}{}:
 	default:
@@ -913,21 +891,45 @@ func (c *conn) newResident(ctx context.Context, lib string) (*nohup.Resident, er
 		releaseSlot()
 		return nil, err
 	}
-	if err := sess.Start(remoteCommand(nohup.ResidentScript(lib))); err != nil {
+	if err := sess.Start(remoteCommand(script)); err != nil {
 		sess.Close()
 		releaseSlot()
 		return nil, fmt.Errorf("start shell: %w", err)
 	}
-	var once sync.Once
-	closeFn := func() error {
-		once.Do(func() {
-			// The server ends the shell when the channel closes (it reads
-			// EOF). A slot the server has not freed yet is retried by
-			// newSession like any transient refusal.
-			sess.Close()
-			releaseSlot()
-		})
+	sh := &nohup.Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	sh.Stop = sync.OnceValue(func() error {
+		// The server ends the shell when the channel closes (it reads
+		// EOF). A slot the server has not freed yet is retried by
+		// newSession like any transient refusal.
+		sess.Close()
+		releaseSlot()
+		c.mu.Lock()
+		delete(c.shells, sh)
+		c.mu.Unlock()
 		return nil
+	})
+	c.mu.Lock()
+	if c.closed || c.client != st.client {
+		c.mu.Unlock()
+		_ = sh.Stop()
+		return nil, errors.New("connection replaced while the shell started")
 	}
-	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
+	c.shells[sh] = struct{}{}
+	c.mu.Unlock()
+	return sh, nil
+}
+
+// stopShells ends the resident shells of the connection that went away:
+// the engine finds them broken on their next call (nothing sent, so
+// nothing lost) and opens new ones.
+func (c *conn) stopShells() {
+	c.mu.Lock()
+	shells := make([]*nohup.Shell, 0, len(c.shells))
+	for sh := range c.shells {
+		shells = append(shells, sh)
+	}
+	c.mu.Unlock()
+	for _, sh := range shells {
+		_ = sh.Stop()
+	}
 }

@@ -66,9 +66,10 @@
 // Every process of an Environment shares one connection. The engine's
 // operations (start, poll, signal) run on resident shells: long-lived
 // sessions, each a /bin/sh that loaded the engine's library once and runs
-// one call after another (nohup.Resident: one request and one reply on an
-// open channel, no session to open, no shell to start, no library to
-// parse). Up to half of Options.MaxSessions are residents; when all are
+// one call after another (the engine's protocol, over the session this
+// package opens for it as a nohup.ShellTransport: one request and one
+// reply on an open channel, no session to open, no shell to start, no
+// library to parse). Up to half of Options.MaxSessions are residents; when all are
 // busy, and for Write (which sends stdin), an operation opens a session of
 // its own. Sessions are limited to Options.MaxSessions at a time (default
 // 10, OpenSSH's MaxSessions); more wait for a free slot. A resident's reply

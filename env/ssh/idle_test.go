@@ -1,8 +1,10 @@
 package ssh
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -51,13 +53,15 @@ func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
 	require.Equal(t, "two\n", out)
 	require.Equal(t, 2, d.dialCount())
 	require.Equal(t, env.ConnConnected, tr.ConnStatus().State)
-	// Resident shells of the closed connection are gone; ExecLib starts
-	// new ones on the new connection.
-	var lib strings.Builder
-	code, err := tr.ExecLib(context.Background(), "greet() { echo hi $1; }\n", "greet lib\n", "", &lib, nil)
+	// Resident shells open on the new connection.
+	sh, err := tr.OpenShell(context.Background(), `read x; echo "hi $x"`)
 	require.NoError(t, err)
-	require.Equal(t, 0, code)
-	require.Equal(t, "hi lib\n", lib.String())
+	defer sh.Stop()
+	_, err = io.WriteString(sh.Stdin, "lib\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(sh.Stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "hi lib\n", line)
 }
 
 // A call under way keeps the connection open however long it takes.

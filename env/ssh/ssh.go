@@ -19,10 +19,11 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 		return nil, err
 	}
 	e, err := nohup.New(tr, nohup.Options{
-		Name:    tr.Name(),
-		BaseDir: opts.BaseDir,
-		Logger:  opts.Logger,
-		OnClose: tr.Close,
+		Name:      tr.Name(),
+		BaseDir:   opts.BaseDir,
+		Residents: tr.MaxShells(),
+		Logger:    opts.Logger,
+		OnClose:   tr.Close,
 	})
 	if err != nil {
 		tr.Close()

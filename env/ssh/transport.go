@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
 )
 
 // Options configures a connection. The zero value reads ~/.ssh/config and
@@ -237,10 +238,18 @@ func (t *Transport) Exec(ctx context.Context, script string, stdin io.Reader, st
 	return t.c.Exec(ctx, script, stdin, stdout, stderr)
 }
 
-// ExecLib implements nohup.LibTransport; see conn.ExecLib.
-func (t *Transport) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
-	return t.c.ExecLib(ctx, lib, call, after, stdout, stderr)
+// OpenShell implements nohup.ShellTransport; see conn.openShell.
+func (t *Transport) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
+	return t.c.openShell(ctx, script)
 }
+
+// TrackCall implements nohup.CallTracker: a call on a resident shell is a
+// use of the connection, which its idle close waits for.
+func (t *Transport) TrackCall() (done func()) { return t.c.use() }
+
+// MaxShells is how many resident shells the engine should keep: half the
+// sessions the server allows, the rest left to execs and long polls.
+func (t *Transport) MaxShells() int { return max(1, t.c.d.opts.MaxSessions/2) }
 
 // WaitConnected blocks until the connection is up (immediately unless it
 // dropped and is being re-established) or ctx is done.

@@ -30,63 +30,33 @@ type Local struct {
 	// Env is the scripts' environment; nil means os.Environ().
 	Env []string
 
-	// Resident makes ExecLib run calls on resident shells (nohup.Resident,
-	// at most 4 at once), as a remote transport does; otherwise ExecLib
-	// runs lib and call through Exec. Close ends them.
+	// Resident makes OpenShell start shells, so the engine runs its calls
+	// on resident shells (at most Options.Residents at once), as it does on
+	// a remote transport; otherwise OpenShell refuses and every call is an
+	// Exec.
 	Resident bool
 
 	outBytes  atomic.Int64
 	execs     atomic.Int64
 	residents atomic.Int64
-
-	poolOnce sync.Once
-	pool     *nohup.ResidentPool
 }
 
-// ExecLib implements nohup.LibTransport.
-func (l *Local) ExecLib(ctx context.Context, lib, call, after string, stdout, stderr io.Writer) (int, error) {
+// errNoShells is OpenShell's answer without Resident.
+var errNoShells = errors.New("local transport: resident shells are off (Local.Resident)")
+
+// OpenShell implements nohup.ShellTransport: Shell -c script as a child
+// process, its stdio on pipes. Every request written to its stdin counts
+// as one round trip (Execs), and what it prints as output (OutBytes).
+func (l *Local) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
 	if !l.Resident {
-		return l.Exec(ctx, lib+call, nil, stdout, stderr)
+		return nil, errNoShells
 	}
-	l.execs.Add(1)
-	code, err := l.residentPool().Call(ctx, lib, call, after, countingWriter{w: orDiscard(stdout), n: &l.outBytes}, stderr)
-	if errors.Is(err, nohup.ErrNoResident) {
-		l.execs.Add(-1)
-		return l.Exec(ctx, lib+call, nil, stdout, stderr)
-	}
-	if err != nil && ctx.Err() != nil {
-		return -1, fmt.Errorf("local transport: %w", ctx.Err())
-	}
-	return code, err
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-// newResident starts a resident shell as a child process.
-func (l *Local) newResident(ctx context.Context, lib string) (*nohup.Resident, error) {
 	sh := l.Shell
 	if sh == "" {
 		sh = "/bin/sh"
 	}
-	r, err := StartResident(sh, l.Env, lib)
-	if err != nil {
-		return nil, err
-	}
-	l.residents.Add(1)
-	return r, nil
-}
-
-// StartResident starts nohup.ResidentScript(lib) as Shell -c on this
-// machine, with environ (nil: os.Environ()), and returns its Resident;
-// Close kills and reaps the shell.
-func StartResident(shell string, environ []string, lib string) (*nohup.Resident, error) {
-	cmd := exec.Command(shell, "-c", nohup.ResidentScript(lib))
-	cmd.Env = environ
+	cmd := exec.Command(sh, "-c", script)
+	cmd.Env = l.Env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -100,33 +70,36 @@ func StartResident(shell string, environ []string, lib string) (*nohup.Resident,
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("local transport: start resident %s: %w", shell, err)
+		return nil, fmt.Errorf("local transport: start shell %s: %w", sh, err)
 	}
-	var once sync.Once
-	closeFn := func() error {
-		once.Do(func() {
-			stdin.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
+	l.residents.Add(1)
+	stop := sync.OnceValue(func() error {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return nil
-	}
-	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
+	})
+	return &nohup.Shell{
+		Stdin:  countingRequests{w: stdin, n: &l.execs},
+		Stdout: io.TeeReader(stdout, countingWriter{w: io.Discard, n: &l.outBytes}),
+		Stderr: stderr,
+		Stop:   stop,
+	}, nil
+}
+
+// countingRequests counts the writes to a resident shell: one per request.
+type countingRequests struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingRequests) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.w.Write(p)
 }
 
 // Residents returns how many resident shells were started so far.
 func (l *Local) Residents() int64 { return l.residents.Load() }
-
-func (l *Local) residentPool() *nohup.ResidentPool {
-	l.poolOnce.Do(func() { l.pool = &nohup.ResidentPool{New: l.newResident, Max: 4} })
-	return l.pool
-}
-
-// Close ends the resident shells.
-func (l *Local) Close() error {
-	l.residentPool().Close()
-	return nil
-}
 
 // Exec implements nohup.Transport.
 func (l *Local) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
