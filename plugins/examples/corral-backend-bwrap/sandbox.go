@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -207,6 +208,44 @@ func (r record) alive() bool {
 }
 
 // Exec runs script inside the sandbox through nsenter.
+// OpenShell implements nohup.ShellTransport: the engine keeps a few shells
+// running inside the sandbox and sends them its calls, so a call costs a
+// write and a read instead of an nsenter and a new shell. The shell is the
+// same nsenter as Exec's, left running with its stdio on pipes; it must
+// outlive ctx, so it is not tied to it.
+func (s *sandbox) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
+	if !s.rec.alive() {
+		return nil, fmt.Errorf("bwrap: sandbox %s (init pid %d) is gone: %w", s.name, s.rec.PID, env.ErrSandboxGone)
+	}
+	cmd := exec.Command("nsenter", "--target", strconv.Itoa(s.rec.PID),
+		"--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "/bin/sh", "-c", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bwrap: shell in sandbox %s: %w", s.name, err)
+	}
+	var once sync.Once
+	stop := func() error {
+		once.Do(func() {
+			stdin.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return nil
+	}
+	return &nohup.Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop}, nil
+}
+
 func (s *sandbox) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if !s.rec.alive() {
 		return -1, fmt.Errorf("bwrap: sandbox %s (init pid %d) is gone: %w", s.name, s.rec.PID, env.ErrSandboxGone)
