@@ -29,10 +29,10 @@ BENCHTIME ?= 1s
 export CORRAL_REQUIRE_DOCKER
 export CORRAL_REQUIRE_SSH
 
-.PHONY: generate test fmt-check vet staticcheck staticcheck-install test-image unit cross build bench clean
+.PHONY: generate test fmt-check vet staticcheck staticcheck-install shell-check test-image unit cross build bench clean
 
-## test: everything CI checks, in order: format, vet, staticcheck, tests, cross-builds
-test: fmt-check vet staticcheck test-image unit cross
+## test: everything CI checks, in order: format, vet, staticcheck, shell, tests, cross-builds
+test: fmt-check vet staticcheck shell-check test-image unit cross
 	@echo "make test: all checks passed"
 
 fmt-check:
@@ -52,6 +52,22 @@ staticcheck-install:
 
 staticcheck: staticcheck-install
 	"$(STATICCHECK)" ./...
+
+# The nohup engine's shell (env/nohup/sh, embedded into the Go code) must
+# parse under every shell a sandbox may have, and pass shellcheck; a finding
+# that is deliberate is disabled in the file, next to the code, with a reason.
+SH_FILES := $(sort $(wildcard env/nohup/sh/*.sh))
+shell-check:
+	@for sh in dash bash busybox shellcheck; do \
+		command -v "$$sh" >/dev/null || { echo "shell-check: $$sh not found (Debian: apt-get install dash bash busybox-static shellcheck)"; exit 1; }; \
+	done
+	@for f in $(SH_FILES); do \
+		dash -n "$$f" || { echo "shell-check: dash -n $$f failed"; exit 1; }; \
+		bash -n "$$f" || { echo "shell-check: bash -n $$f failed"; exit 1; }; \
+		busybox ash -n "$$f" || { echo "shell-check: busybox ash -n $$f failed"; exit 1; }; \
+	done
+	shellcheck -s sh $(SH_FILES)
+	@echo "shell-check: ok ($(words $(SH_FILES)) files: dash, bash and busybox ash parse them; shellcheck is clean)"
 
 # The Docker tests run in an image built locally from busybox-static (no
 # registry is reachable). Built when an engine is reachable or required.

@@ -15,7 +15,7 @@
 //	log       merged stdout and stderr, appended by the whole tree
 //	pid       "PID START" of the command (START: /proc/PID/stat field 22)
 //	wrapper   "PID START" of the wrapper that writes exit
-//	exit      "code N" or "signal N", written in one write (see stateFunc)
+//	exit      "code N" or "signal N", written in one write (see state in sh/state.sh)
 //	in        stdin FIFO (Spec.Stdin), kept open by a holder process
 //	holder    "PID START" of that holder; stdin-closed marks CloseStdin
 //	parent    "PID START" of the stopped parent (see below)
@@ -30,7 +30,7 @@
 // environment; descendants inherit it, which is how escapees are found. Its
 // umask is the sandbox shell's: the directory's mode protects the files.
 //
-// Three processes cooperate (see parentBody for the details):
+// Three processes cooperate (see sh/parent.sh for the details):
 //
 //   - the parent, a shell started as a new session leader, forks the other
 //     two, waits for the command, and is stopped with SIGSTOP meanwhile,
@@ -63,22 +63,24 @@
 // # Calls, resident shells and armed spares
 //
 // Every script but Write's is a call of a function of one library (lib in
-// scripts.go). A Transport that is also a LibTransport (env/ssh, and
-// nohuptest.Local with Resident) keeps resident shells (see Resident) that
-// loaded the library once, so a call is one request on a stream that is
-// already open; other transports run the library and the call as one
-// script.
+// scripts.go, assembled from the files in sh/, whose comments are stripped
+// before it is sent; make shell-check lints them). A Transport that is also
+// a LibTransport (env/ssh, and nohuptest.Local with Resident) keeps
+// resident shells (see Resident) that loaded the library once, so a call is
+// one request on a stream that is already open; other transports run the
+// library and the call as one script.
 //
 // Forks and execs are what a start costs inside the sandbox (about a
 // millisecond each on a small VM), so with resident shells a start leaves
-// the next ones ready: once a start's reply is out, the shell arms spares (armFunc; two are kept, so that back-to-back
-// starts find one ready): it starts a later process's
-// parent, wrapper and command, which wait, asleep, on FIFOs; the next start
-// then only writes spec and one word, and its command execs Shell -c
-// Command straight away. Arming starts with an engine's second start (a
-// one-shot engine, such as one `corral run`, would pay for a spare it never
-// uses). Without resident shells there are no spares: a call must not
-// leave a process behind that could outlive Close. An armed spare that is never used is ended by the
+// the next ones ready: once a start's reply is out, the shell arms spares
+// (corral_arm in sh/spares.sh; two are kept, so that back-to-back starts
+// find one ready): it starts a later process's parent, wrapper and command,
+// which wait, asleep, on FIFOs; the next start then only writes spec and
+// one word, and its command execs Shell -c Command straight away. Arming
+// starts with an engine's second start (a one-shot engine, such as one
+// `corral run`, would pay for a spare it never uses). Without resident
+// shells there are no spares: a call must not leave a process behind that
+// could outlive Close. An armed spare that is never used is ended by the
 // engine's Close, or, when the engine vanished without Close, by the sweep
 // of a later start once older than Options.Retention; until then it is
 // three processes asleep on FIFOs per spare.

@@ -1,4 +1,4 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC1007 # NAME= (no value) is how these files empty a variable
 # Starting a process: corral_launch and what it needs to get a fresh
 # session leader going.
 
@@ -63,6 +63,7 @@ detach() {
 corral_launch() {
 	set -f
 	unset CDPATH
+	# shellcheck disable=SC2034 # TAG is in the spec; the argument keeps the call's layout
 	base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 spec=$7 sweep=$8 max=$9
 	shift 9
 	steps=$1 sf=$2 kind=$3
@@ -80,10 +81,12 @@ corral_launch() {
 		else
 			corral_armwait "$d"
 			[ -s "$d/armed" ] && read -r r <"$d/armed"
+			# shellcheck disable=SC2086 # splitting the armed line into its fields is the point
 			set -- $r
 			# All three must be there: the parent, too, stopped, or
 			# nobody keeps the command's zombie for its exit status.
 			a_p= a_pst=
+			# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
 			if [ $# -eq 5 ] && pstat "$2" && [ "$p_start" = "$3" ] && [ "$p_state" != Z ] && pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" != Z ] &&
 				read -r a_p a_pst <"$d/parent" && pstat "$a_p" && [ "$p_start" = "$a_pst" ] && [ "$p_state" = T ]; then
 				r="ok $2 $3 $4 $5"
@@ -95,6 +98,7 @@ corral_launch() {
 		fi
 	fi
 	if [ -z "$r" ] && ! [ -d "$d" ]; then
+		# shellcheck disable=SC2174 # only BASE itself must be private; its parents are the sandbox's
 		[ -d "$base" ] || mkdir -p -m 700 "$base" 2>/dev/null
 		mkdir -m 700 "$d" 2>/dev/null
 		[ -d "$d" ] || { echo nostate; exit 0; }
@@ -121,9 +125,11 @@ corral_launch() {
 	else
 		if [ "$si" = 1 ]; then mkfifo "$d/in" || { echo nofifo; exit 0; }; fi
 		: >"$d/log"
+		# shellcheck disable=SC2154 # corral_parent is set by lib (scripts.go)
 		r=$(detach "$ss" "$sf" "$sh" -c "$corral_parent" corral-parent "$d" "$sh" "$ss" now "$si" </dev/null 2>>"$d/wrapper.err")
 		case $r in "ok "*) echo "$r$nof" ;; *) echo "nostart $r"; exit 0 ;; esac
 	fi
+	# shellcheck disable=SC2086 # splitting the ok line into its fields is the point
 	set -- $r
 	c=$2 cst=$3 w=$4 wst=$5
 	# A quick command ends about when the wrapper reports it: look with
@@ -135,6 +141,7 @@ corral_launch() {
 	while [ -n "$steps" ] && [ -e "/proc/$c/cwd" ] && [ $n -lt 1500 ]; do n=$((n+1)); done
 	state "$d" "$w" "$wst" "$c" "$cst"
 	for s in $steps; do
+		# shellcheck disable=SC2154 # st is set by state (state.sh)
 		[ "$st" = running ] || break
 		sleep "$s" 2>/dev/null || break
 		state "$d" "$w" "$wst" "$c" "$cst"

@@ -1,4 +1,4 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC1007 # NAME= (no value) is how these files empty a variable
 # The parent, run as Shell -c PARENT corral-parent DIR SH SETSID MODE SI by
 # a fresh session leader with default signal dispositions (see detach in
 # launch.sh). PARENT is proc.sh, then C set to command.sh, then this file
@@ -49,6 +49,7 @@ d=$1 sh=$2 ss=$3 mode=$4 si=$5
 set -f
 p=$$
 # The wrapper.
+# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh, sent before this file)
 (
 	s=; read -r s </proc/self/stat; w=${s%% *}
 	iv=0.001
@@ -87,6 +88,7 @@ p=$$
 		# engine's Close, or with the sweep of a later start.
 		exec 3<>"$d/go"
 		echo "ok $c $cst $w $wst" >"$d/armed"
+		# shellcheck disable=SC2030 # the wrapper's own si, from the word go; the command has its own
 		job= si=
 		read -r job si <&3 || job=
 		exec 3<&-
@@ -99,6 +101,7 @@ p=$$
 	fi
 	h=
 	if [ "$si" = 1 ]; then
+		# shellcheck disable=SC2217 # the holder must not keep the parent's stdin
 		sleep 2147483647 >"$d/in" </dev/null 2>/dev/null 5>&- &
 		h=$!
 		pstat "$h" && echo "$h $p_start" >"$d/holder"
@@ -137,6 +140,7 @@ p=$$
 	done
 	# Rewritten in place, never truncated: whoever else writes it
 	# writes the same bytes, so nobody ever finds it shorter again.
+	# shellcheck disable=SC2034 # ex: only whether read finds a whole line counts
 	case $st in
 	lost) [ -f "$d/exit" ] || echo lost >"$d/exit" ;;
 	?*) { [ -f "$d/exit" ] && read -r ex <"$d/exit"; } || echo "$st" 1<>"$d/exit" ;;
@@ -149,6 +153,7 @@ exec >/dev/null
 (
 	s=; read -r s </proc/self/stat
 	c=${s%% *}
+	# shellcheck disable=SC2086 # splitting the stat fields is the point
 	set -- ${s##*) }
 	# Armed: run is open (see the wrapper) before pid says we are here.
 	if [ "$mode" = armed ]; then exec 4<"$d/run" || exit 125; fi
@@ -160,9 +165,12 @@ exec >/dev/null
 		if [ $n -gt 1000 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 	done
 	if [ "$mode" = armed ]; then exec "$ss" "$sh" -c "$C" corral-command "$d" "$sh"; fi
+	# shellcheck disable=SC1091 # spec is written per process by corral_launch
 	. "$d/spec" || exit 125
+	# shellcheck disable=SC2031 # the command reads the parent's si, not the wrapper's
 	if [ "$si" = 1 ]; then exec <"$d/in"; fi
 	if [ -n "$wd" ]; then cd "$wd" || exit 126; fi
+	# shellcheck disable=SC2154 # tag and cmd come from the spec file sourced above
 	if [ $# -eq 0 ]; then export CORRAL_TREE="$tag"; exec "$ss" "$sh" -c "$cmd"; fi
 	exec env "$@" "CORRAL_TREE=$tag" "$ss" "$sh" -c "$cmd"
 ) </dev/null >>"$d/log" 2>&1

@@ -16,8 +16,10 @@ corral_poll() {
 	set -f
 	state "$d" "$wpid" "$wst" "$c" "$cst"
 	for s in $steps; do
+		# shellcheck disable=SC2154 # st is set by state (state.sh)
 		[ "$st" = running ] || break
 		logsize "$d"
+		# shellcheck disable=SC2154 # size is set by logsize (state.sh)
 		[ "$size" -gt "$off" ] && break
 		sleep "$s" 2>/dev/null || { sleep 1; state "$d" "$wpid" "$wst" "$c" "$cst"; break; }
 		state "$d" "$wpid" "$wst" "$c" "$cst"
@@ -47,6 +49,7 @@ corral_wait() {
 # the same), "sent" otherwise.
 corral_signal() {
 	d=$1 c=$2 cst=$3 tag=$4 sig=$5
+	# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
 	if ! [ -f "$d/exit" ] && pstat "$c" && [ "$p_start" = "$cst" ] && [ "$p_state" != Z ]; then
 		echo sent
 		kill -"$sig" "-$c" 2>/dev/null

@@ -12,12 +12,15 @@ pstat() {
 	p_line=
 	read -r p_line 2>/dev/null </proc/"$1"/stat
 	[ -n "$p_line" ] || return 1
+	# shellcheck disable=SC2086 # splitting the stat fields is the point
 	set -- ${p_line##*) }
+	# shellcheck disable=SC2034 # pstat's results, read by its callers in other files
 	p_state=$1 p_pgrp=$3 p_start=${20} p_wstatus=${50}
 }
 
 # wstatus W sets st to the exit file's line for the wait status W: "signal
 # N" or "code N".
 wstatus() {
+	# shellcheck disable=SC2034 # wstatus's result, read by its callers
 	if [ $(($1 & 127)) -ne 0 ]; then st="signal $(($1 & 127))"; else st="code $((($1 >> 8) & 255))"; fi
 }

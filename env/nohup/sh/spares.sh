@@ -23,11 +23,13 @@
 corral_arm() {
 	set -f
 	unset CDPATH
+	# shellcheck disable=SC2034 # detach sets nof; nothing reads it after an arming
 	d=$1 sh=$2 sf=$3 nof=
 	findsetsid || return 0
 	# Whoever makes the directory owns it: a start that made it first
 	# runs in it, and then there is nothing to arm.
 	mkdir -m 700 "$d" 2>/dev/null || return 0
+	# shellcheck disable=SC2015,SC2154 # armfail when any step fails, detach too; ss is set by findsetsid, corral_parent by lib
 	mkfifo "$d/run" "$d/in" "$d/go" 2>/dev/null && : >"$d/log" &&
 		detach "$ss" "$sf" "$sh" -c "$corral_parent" corral-parent "$d" "$sh" "$ss" armed 0 </dev/null >/dev/null 2>>"$d/wrapper.err" ||
 		: >"$d/armfail"

@@ -1,4 +1,4 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC1007 # NAME= (no value) is how these files empty a variable
 # What a poll learns about a process: its state, its output, its tree.
 
 # state DIR WPID WSTART CPID CSTART sets st to the exit file's content, or
@@ -33,6 +33,7 @@
 resume() {
 	r_p= r_pst=
 	[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
+	# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
 	[ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ] && kill -CONT "$r_p" 2>/dev/null
 }
 state() {
@@ -41,6 +42,7 @@ state() {
 	{ [ -f "$1/exit" ] && read -r st <"$1/exit"; } || st=
 	if [ -n "$st" ]; then return; fi
 	if pstat "$4" && [ "$p_start" = "$5" ] && [ "$p_state" = Z ]; then
+		# shellcheck disable=SC2154 # p_wstatus is set by pstat (proc.sh)
 		case $p_wstatus in
 		''|*[!0-9]*) ;;
 		*)
@@ -97,6 +99,7 @@ tree() {
 		if [ -n "$t_alive" ]; then
 			for f in /proc/[0-9]*/stat; do
 				q=${f#/proc/}; q=${q%/stat}
+				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
 				pstat "$q" && [ "$p_pgrp" = "$1" ] && echo "$q"
 			done
 		fi
