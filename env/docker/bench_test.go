@@ -3,12 +3,14 @@ package docker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -125,46 +127,73 @@ func BenchmarkExitDetection(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "exit-detect-ms")
 }
 
-// BenchmarkLogRead reads a 100 MB output incrementally while it is
-// written, and reports the bytes the transport moved per byte of log
-// (bytes-moved/log-size): 1 means every byte crossed the engine once.
+// BenchmarkLogRead reads the 100 MB output of a finished process through
+// the Environment (corral), against `docker exec C cat` of the same log
+// file (baseline), and reports the bytes the transport moved per byte of
+// log (bytes-moved/log-size): 1 means every byte crossed the engine once.
+// Producing the output is not timed.
 func BenchmarkLogRead(b *testing.B) {
 	cli := requireEngine(b)
 	name := startPlainContainer(b, cli)
 	const logSize = 100 << 20
 	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
-	e, err := newEnv(tr, name, "", 0, discardLogger(), nil)
+	e, err := newEnv(tr, name, "", benchResidents(), discardLogger(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.Close() })
 	ctx := context.Background()
-	b.SetBytes(logSize)
-
-	var moved int64
-	for b.Loop() {
-		before := tr.stdout.Load()
-		p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf(
-			`i=0; while [ $i -lt %d ]; do head -c 1048576 /dev/zero | tr '\0' x; i=$((i+1)); done`, logSize>>20)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := p.Output(ctx, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, r)
-		r.Close()
-		if err != nil || n != logSize {
-			b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
-		moved += tr.stdout.Load() - before
-		_ = p.Remove(ctx)
+	p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf(
+		`i=0; while [ $i -lt %d ]; do head -c 1048576 /dev/zero | tr '\0' x; i=$((i+1)); done`, logSize>>20), Detach: true})
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(moved)/float64(int64(b.N)*logSize), "bytes-moved/log-size")
+	if _, err := p.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Remove(context.Background()) })
+
+	b.Run("corral", func(b *testing.B) {
+		b.SetBytes(logSize)
+		var moved int64
+		for b.Loop() {
+			before := tr.stdout.Load()
+			r, err := p.Output(ctx, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, r)
+			r.Close()
+			if err != nil || n != logSize {
+				b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
+			}
+			moved += tr.stdout.Load() - before
+		}
+		b.ReportMetric(float64(moved)/float64(int64(b.N)*logSize), "bytes-moved/log-size")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		if _, err := exec.LookPath("docker"); err != nil {
+			b.Skip("no docker CLI")
+		}
+		ref, err := p.Ref()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var state struct {
+			Dir string `json:"dir"`
+		}
+		if err := json.Unmarshal(ref.Data, &state); err != nil || state.Dir == "" {
+			b.Fatalf("ref %s: no state dir (%v)", ref.Data, err)
+		}
+		b.SetBytes(logSize)
+		for b.Loop() {
+			cmd := exec.Command("docker", "exec", name, "cat", state.Dir+"/log")
+			cmd.Stdout = io.Discard
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("docker exec cat: %v", err)
+			}
+		}
+	})
 }
 
 // countingTransport counts the script output bytes the engine sends.
@@ -239,4 +268,11 @@ func startContainerWithMount(b *testing.B, cli *client.Client, hostDir, target s
 		b.Fatal(err)
 	}
 	return name
+}
+
+// benchResidents is Options.Residents for the benchmarks:
+// CORRAL_BENCH_RESIDENTS=-1 measures without resident shells.
+func benchResidents() int {
+	n, _ := strconv.Atoi(os.Getenv("CORRAL_BENCH_RESIDENTS"))
+	return n
 }
