@@ -73,18 +73,30 @@ state() {
 # offset OFF. Called right after state, so the size is taken after the
 # state: once st says exited, SIZE is final (escapees aside) and a reader
 # that reached it is done. An empty log costs no fork (logsize DIR sets
-# size).
+# size). Both read only what they need, whatever the log's size: stat
+# takes the size from the inode (busybox wc -c reads the whole file, and
+# where stat is missing it is the fallback), and readlog seeks.
 logsize() {
 	size=0
-	if [ -s "$1/log" ]; then size=$(wc -c <"$1/log" 2>/dev/null) || size=0; fi
+	if [ -s "$1/log" ]; then size=$(stat -c %s "$1/log" 2>/dev/null || wc -c <"$1/log" 2>/dev/null) || size=0; fi
 	size=$((size))
 }
 report() {
 	echo "$st"
 	logsize "$1"
 	echo "$size"
-	if [ "$size" -gt "$2" ] && [ "$3" -gt 0 ]; then tail -c +$(($2+1)) "$1/log" | head -c "$3"; fi
+	if [ "$size" -gt "$2" ] && [ "$3" -gt 0 ]; then readlog "$1/log" "$2" "$3"; fi
 	return 0
+}
+
+# readlog FILE OFF MAX prints at most MAX bytes of FILE from byte OFF. dd
+# seeks to the 64 KiB block that holds OFF and reads only the blocks the
+# bytes wanted span; tail drops the part of the first block before OFF.
+# (tail -c +N alone reads everything before N in busybox: a reader that
+# follows a long log would read it over and over.)
+readlog() {
+	r_in=$(($2 % 65536))
+	dd if="$1" bs=65536 skip=$(($2 / 65536)) count=$(((r_in + $3) / 65536 + 1)) 2>/dev/null | tail -c +$((r_in + 1)) | head -c "$3"
 }
 
 # tree CPID CSTART TAG prints the PIDs of the live (non-zombie) processes of
