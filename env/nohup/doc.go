@@ -64,11 +64,14 @@
 //
 // Every script but Write's is a call of a function of one library (lib in
 // scripts.go, assembled from the files in sh/, whose comments are stripped
-// before it is sent; make shell-check lints them). A Transport that is also
-// a LibTransport (env/ssh, and nohuptest.Local with Resident) keeps
-// resident shells (see Resident) that loaded the library once, so a call is
-// one request on a stream that is already open; other transports run the
-// library and the call as one script.
+// before it is sent; make shell-check lints them). When the Transport is
+// also a ShellTransport (env/ssh: a session; env/docker: an exec with stdin
+// attached; nohuptest.Local with Resident; any plugin transport that can
+// open one), the engine keeps up to Options.Residents resident shells that
+// loaded the library once (resident.go: the framing, the nonce, the pool,
+// the fallback), so a call is one request on a stream that is already open;
+// otherwise, and when no shell can be opened, it runs the library and the
+// call as one script through Exec.
 //
 // Forks and execs are what a start costs inside the sandbox (about a
 // millisecond each on a small VM), so with resident shells a start leaves
