@@ -89,8 +89,8 @@
 // engine's calls run on resident shells (Options.Residents, default 4):
 // execs with stdin attached that stay open, each a shell with the engine's
 // library loaded, so a call is one request and one reply on the hijacked
-// connection. A call finds no free resident, or none can be started, runs
-// as an exec of its own; so do Write's. Output is read by byte offset in
+// connection. A call that finds no free resident (or none can be started)
+// runs as an exec of its own, as Write does. Output is read by byte offset in
 // chunks of up to 4 MiB per call, so each byte of a log crosses the engine
 // once; exits are noticed by the nohup engine's long polls (an exit within
 // a step of 5 to 50 ms inside the container).
