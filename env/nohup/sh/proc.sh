@@ -1,16 +1,28 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC1007 # NAME= (no value) is how these files empty a variable
 # The /proc primitives, shared by the library (lib in scripts.go) and the
 # parent's script (parent.sh). Only builtins run in them: the wrapper must
 # not fork while it watches.
+#
+# corral_proc, unset in a sandbox, stands in for /proc in pstat and tree,
+# so that a test can point them at crafted files.
 
 # pstat PID reads /proc/PID/stat and sets p_state (field 3), p_pgrp (field
 # 5), p_start (field 22, start time in clock ticks since boot) and
-# p_wstatus (field 52, the wait status of a zombie, Linux 3.5+). The command
-# name (field 2) may hold spaces and parentheses, so the fields are taken
-# after the last ") ". It returns 1 when the process does not exist.
+# p_wstatus (field 52, the wait status of a zombie, Linux 3.5+). It returns
+# 1 when the process does not exist.
+#
+# The command name (field 2) may hold spaces, parentheses and newlines (any
+# process can rename itself), so every line is read and the fields are
+# taken after the last ") ": nothing after the name holds a parenthesis.
+# Reading only the first line would make a name with a newline hide its
+# process from the group kill and call a command that renames itself lost.
+# When the name holds no newline, the loop costs one more system call.
 pstat() {
-	p_line=
-	read -r p_line 2>/dev/null </proc/"$1"/stat
+	p_line= p_l=
+	{
+		read -r p_line
+		while read -r p_l; do p_line="$p_line $p_l"; done
+	} 2>/dev/null <"${corral_proc:-/proc}/$1/stat"
 	[ -n "$p_line" ] || return 1
 	# shellcheck disable=SC2086 # splitting the stat fields is the point
 	set -- ${p_line##*) }

@@ -103,19 +103,22 @@ readlog() {
 # the tree: members of the command's process group while the command itself
 # still runs (its PID then names the group for sure), and every process
 # whose environment holds CORRAL_TREE=TAG (setsid and double-fork
-# escapees, which keep the inherited variable).
+# escapees, which keep the inherited variable). It reads corral_proc in
+# place of /proc when set (see proc.sh).
 tree() {
-	t_alive=
+	t_alive= t_proc=${corral_proc:-/proc}
 	if pstat "$1" && [ "$p_start" = "$2" ] && [ "$p_state" != Z ]; then t_alive=1; fi
 	{
 		if [ -n "$t_alive" ]; then
-			for f in /proc/[0-9]*/stat; do
-				q=${f#/proc/}; q=${q%/stat}
+			for f in "$t_proc"/[0-9]*/stat; do
+				q=${f#"$t_proc"/}; q=${q%/stat}
 				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
 				pstat "$q" && [ "$p_pgrp" = "$1" ] && echo "$q"
 			done
 		fi
-		grep -l -s -F -z -x "CORRAL_TREE=$3" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ q _; do echo "$q"; done
+		grep -l -s -F -z -x "CORRAL_TREE=$3" "$t_proc"/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do
+			q=${f#"$t_proc"/}; echo "${q%/environ}"
+		done
 	} | sort -u | while read -r q; do
 		pstat "$q" && [ "$p_state" != Z ] && echo "$q"
 	done
