@@ -596,7 +596,7 @@ func BenchmarkForegroundTrue(b *testing.B) {
 }
 
 // benchForegroundTrue also reports armed-%: the share of starts that found
-// their directory armed (see the engine's armFunc).
+// their directory armed (see corral_arm in sh/spares.sh).
 func benchForegroundTrue(b *testing.B, tr *nohuptest.Local) {
 	base := b.TempDir() + "/s"
 	e, err := nohup.New(tr, nohup.Options{BaseDir: base})

@@ -356,7 +356,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 const armedSpares = 2
 
 // takeSpare returns the ID for a new process's state directory (armed: a
-// spare that a resident shell was asked to arm, see armFunc) and the IDs
+// spare that a resident shell was asked to arm, see corral_arm in sh/spares.sh) and the IDs
 // of the spares this start
 // arms: only when the transport can, and never on the engine's first
 // start, since a one-shot engine would pay for spares it never uses.

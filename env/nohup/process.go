@@ -36,7 +36,7 @@ type process struct {
 	first *report
 }
 
-// report is one poll's answer: the state (see stateFunc), the log size
+// report is one poll's answer: the state (see state in sh/state.sh), the log size
 // seen after it, and the log bytes from the poll's offset.
 type report struct {
 	state string
