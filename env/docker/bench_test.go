@@ -231,7 +231,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func openForBench(b *testing.B, target string) env.Environment {
 	b.Helper()
-	e, err := Open(context.Background(), target, Options{})
+	e, err := Open(context.Background(), target, Options{Residents: benchResidents()})
 	if err != nil {
 		b.Fatal(err)
 	}
