@@ -291,29 +291,9 @@ func TestArmedSpares(t *testing.T) {
 func startResidentShell(shell string, environ []string, lib string) (*nohup.Resident, error) {
 	cmd := exec.Command(shell, "-c", nohup.ResidentScript(lib))
 	cmd.Env = environ
-	stdin, err := cmd.StdinPipe()
+	sh, err := nohup.StartShell(cmd)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start resident %s: %w", shell, err)
-	}
-	var once sync.Once
-	closeFn := func() error {
-		once.Do(func() {
-			stdin.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		return nil
-	}
-	return nohup.NewResident(lib, stdin, stdout, stderr, closeFn), nil
+	return nohup.NewResident(lib, sh.Stdin, sh.Stdout, sh.Stderr, sh.Stop), nil
 }

@@ -2,8 +2,11 @@ package nohup
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os/exec"
 	"strings"
+	"sync"
 )
 
 // Transport runs short POSIX sh scripts inside one sandbox. It is all a
@@ -71,4 +74,34 @@ func ForkFailed(stderr []byte) bool {
 	s := strings.ToLower(string(stderr))
 	return strings.Contains(s, "can't fork") || strings.Contains(s, "cannot fork") ||
 		strings.Contains(s, "fork: resource temporarily unavailable") || strings.Contains(s, "fork: retry")
+}
+
+// StartShell starts cmd, a local program that runs the script OpenShell was
+// given (sh -c SCRIPT, or a command that enters the sandbox and runs it
+// there, such as nsenter or a container runtime's exec), with its stdin,
+// stdout and stderr on pipes, and returns it as a Shell whose Stop closes
+// stdin, kills the program and reaps it. cmd must not be tied to the
+// context OpenShell was given: the shell outlives it.
+func StartShell(cmd *exec.Cmd) (*Shell, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start shell %s: %w", cmd.Path, err)
+	}
+	return &Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: sync.OnceValue(func() error {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil
+	})}, nil
 }

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,34 +56,14 @@ func (l *Local) OpenShell(ctx context.Context, script string) (*nohup.Shell, err
 	}
 	cmd := exec.Command(sh, "-c", script)
 	cmd.Env = l.Env
-	stdin, err := cmd.StdinPipe()
+	shell, err := nohup.StartShell(cmd)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("local transport: start shell %s: %w", sh, err)
+		return nil, fmt.Errorf("local transport: %w", err)
 	}
 	l.residents.Add(1)
-	stop := sync.OnceValue(func() error {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil
-	})
-	return &nohup.Shell{
-		Stdin:  countingRequests{w: stdin, n: &l.execs},
-		Stdout: io.TeeReader(stdout, countingWriter{w: io.Discard, n: &l.outBytes}),
-		Stderr: stderr,
-		Stop:   stop,
-	}, nil
+	shell.Stdin = countingRequests{w: shell.Stdin, n: &l.execs}
+	shell.Stdout = io.TeeReader(shell.Stdout, countingWriter{w: io.Discard, n: &l.outBytes})
+	return shell, nil
 }
 
 // countingRequests counts the writes to a resident shell: one per request.

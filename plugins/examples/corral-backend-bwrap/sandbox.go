@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -217,33 +216,12 @@ func (s *sandbox) OpenShell(ctx context.Context, script string) (*nohup.Shell, e
 	if !s.rec.alive() {
 		return nil, fmt.Errorf("bwrap: sandbox %s (init pid %d) is gone: %w", s.name, s.rec.PID, env.ErrSandboxGone)
 	}
-	cmd := exec.Command("nsenter", "--target", strconv.Itoa(s.rec.PID),
-		"--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "/bin/sh", "-c", script)
-	stdin, err := cmd.StdinPipe()
+	sh, err := nohup.StartShell(exec.Command("nsenter", "--target", strconv.Itoa(s.rec.PID),
+		"--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "/bin/sh", "-c", script))
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bwrap: shell in sandbox %s: %w", s.name, err)
 	}
-	var once sync.Once
-	stop := func() error {
-		once.Do(func() {
-			stdin.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		return nil
-	}
-	return &nohup.Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop}, nil
+	return sh, nil
 }
 
 func (s *sandbox) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
