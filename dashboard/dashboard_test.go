@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
+	"github.com/corralhq/corral/internal/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -168,20 +166,12 @@ func sessionState(id, state string) func(map[string]any) bool {
 	}
 }
 
-func marker() string { return fmt.Sprintf("%d.%04d", 7000+rand.IntN(999), rand.IntN(10000)) }
-
-// sleepers returns the PIDs of `sleep m` processes.
-func sleepers(m string) []string {
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err == nil && strings.ReplaceAll(string(b), "\x00", " ") == "sleep "+m+" " {
-			pids = append(pids, filepath.Base(d))
-		}
-	}
-	return pids
-}
+// The process table is searched for exactly the processes a test started
+// (internal/proctest).
+var (
+	marker   = proctest.Marker
+	sleepers = proctest.Sleepers
+)
 
 func TestTokenRequired(t *testing.T) {
 	f := newFixture(t)

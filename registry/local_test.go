@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
+	"github.com/corralhq/corral/internal/proctest"
 )
 
 // newLocal returns a registry on the real local environment. Every process
@@ -58,37 +56,13 @@ func newLocal(t *testing.T, mod func(*Config)) *Registry {
 	return r
 }
 
-// marker returns a sleep duration unique to this test run, so the process
-// table can be searched for exactly the processes this test started.
-func marker() string {
-	return fmt.Sprintf("%d.%04d", 7000+rand.IntN(999), rand.IntN(10000))
-}
-
-// pidsWith returns the PIDs whose command line contains s.
-func pidsWith(s string) []string {
-	return scanProcs(func(cmd string) bool { return strings.Contains(cmd, s) })
-}
-
-// sleepers returns the PIDs of `sleep m` processes.
-func sleepers(m string) []string {
-	return scanProcs(func(cmd string) bool { return cmd == "sleep "+m+" " })
-}
-
-func scanProcs(match func(cmdline string) bool) []string {
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		if match(strings.ReplaceAll(string(b), "\x00", " ")) {
-			// Zombies have an empty cmdline, so a match is alive.
-			pids = append(pids, filepath.Base(d))
-		}
-	}
-	return pids
-}
+// The process table is searched for exactly the processes a test started:
+// a sleep with a duration unique to it (internal/proctest).
+var (
+	marker   = proctest.Marker
+	pidsWith = proctest.PIDsWith
+	sleepers = proctest.Sleepers
+)
 
 func TestLocalRunExitCodeAndOutput(t *testing.T) {
 	r := newLocal(t, nil)

@@ -24,13 +24,28 @@ func Marker() string {
 }
 
 // Sleepers returns the PIDs of live `sleep MARKER` processes (whatever the
-// path of sleep). Zombies have an empty command line, so they never match.
+// path of sleep).
 func Sleepers(marker string) []int {
+	want := "\x00" + marker + "\x00"
+	return scan(func(cmdline string) bool {
+		argv0, rest, ok := strings.Cut(cmdline, "\x00")
+		return ok && filepath.Base(argv0) == "sleep" && "\x00"+rest == want
+	})
+}
+
+// PIDsWith returns the PIDs of live processes whose command line (its
+// arguments joined by spaces) contains s.
+func PIDsWith(s string) []int {
+	return scan(func(cmdline string) bool { return strings.Contains(strings.ReplaceAll(cmdline, "\x00", " "), s) })
+}
+
+// scan returns the PIDs whose raw command line (NUL-separated) matches.
+// Zombies have an empty command line, so a match is alive.
+func scan(match func(cmdline string) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	want := "\x00" + marker + "\x00"
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -41,8 +56,7 @@ func Sleepers(marker string) []int {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		argv0, rest, ok := strings.Cut(string(b), "\x00")
-		if ok && filepath.Base(argv0) == "sleep" && "\x00"+rest == want {
+		if len(b) > 0 && match(string(b)) {
 			pids = append(pids, pid)
 		}
 	}
