@@ -141,6 +141,18 @@ func Run(t *testing.T, cfg Config) {
 	}
 }
 
+// Cases returns the name of every case of the suite, as Config.Skip
+// takes it ("Output/Large50MB"), in the order the suite runs them.
+func Cases() []string {
+	var names []string
+	for _, g := range groups {
+		for _, c := range g.cases {
+			names = append(names, g.name+"/"+c.name)
+		}
+	}
+	return names
+}
+
 func knownCase(name string) bool {
 	for _, g := range groups {
 		for _, c := range g.cases {

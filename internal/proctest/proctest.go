@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package proctest finds a test's own processes in the local process table:
 // a test runs `sleep MARKER`, with a MARKER unique to it, inside the tree it
 // means to kill, and then asks whether any such process is left. It reads
