@@ -58,7 +58,13 @@ staticcheck: staticcheck-install
 # that is deliberate is disabled in the file, next to the code, with a reason.
 SH_FILES := $(sort $(wildcard env/nohup/sh/*.sh))
 shell-check:
-	@for sh in dash bash busybox shellcheck; do \
+	@missing=; for sh in dash bash busybox shellcheck; do command -v "$$sh" >/dev/null || missing="$$missing $$sh"; done; \
+	if [[ -n "$$missing" ]] && [[ $$(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then \
+		echo "shell-check: installing busybox-static and shellcheck (missing:$$missing)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq busybox-static shellcheck >/dev/null || \
+			{ apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq busybox-static shellcheck >/dev/null; }; \
+	fi; \
+	for sh in dash bash busybox shellcheck; do \
 		command -v "$$sh" >/dev/null || { echo "shell-check: $$sh not found (Debian: apt-get install dash bash busybox-static shellcheck)"; exit 1; }; \
 	done
 	@for f in $(SH_FILES); do \
