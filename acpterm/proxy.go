@@ -206,7 +206,7 @@ func (r *relay) readLines(in io.Reader, side string, back *lockedWriter, relay f
 		}
 		if errors.Is(err, errLineTooLong) {
 			r.reply(back, nil, &acp.RequestError{Code: -32600, Message: fmt.Sprintf(
-				"Invalid request: corral acp proxy: the %s sent a message longer than %d bytes; it was not relayed", side, r.max)})
+				"Invalid request: corral acp proxy: the %s sent a message longer than %d bytes; it was not relayed", side, r.max)}, nil)
 			continue
 		}
 		if err != nil {
@@ -225,7 +225,7 @@ func (r *relay) route(line []byte, side string, back *lockedWriter, relay func([
 	if errors.As(err, &syntax) {
 		r.log.Warn("acp proxy: dropped a line that is not JSON", "from", side, "err", err)
 		r.reply(back, nil, &acp.RequestError{Code: -32700, Message: fmt.Sprintf(
-			"Parse error: corral acp proxy: the %s sent a line that is not JSON (%v); it was not relayed", side, err)})
+			"Parse error: corral acp proxy: the %s sent a line that is not JSON (%v); it was not relayed", side, err)}, nil)
 		return
 	}
 	if err == nil && bytes.TrimLeft(line, " \t\r")[0] != '{' {
@@ -234,7 +234,7 @@ func (r *relay) route(line []byte, side string, back *lockedWriter, relay func([
 	if err != nil {
 		r.log.Warn("acp proxy: dropped JSON that is not a JSON-RPC message", "from", side, "err", err)
 		r.reply(back, nil, &acp.RequestError{Code: -32600, Message: fmt.Sprintf(
-			"Invalid request: corral acp proxy: the %s sent JSON that is not a JSON-RPC message object (%v); it was not relayed", side, err)})
+			"Invalid request: corral acp proxy: the %s sent JSON that is not a JSON-RPC message object (%v); it was not relayed", side, err)}, nil)
 		return
 	}
 	relay(line, env)
@@ -249,7 +249,7 @@ func (r *relay) serveTerminal(env envelope) {
 	if r.stopped {
 		r.mu.Unlock()
 		cancel()
-		r.reply(r.agent, env.ID, requestError(CodeInternalError, env.Method+": corral acp proxy is shutting down (the editor went away)"))
+		r.reply(r.agent, env.ID, requestError(CodeInternalError, env.Method+": corral acp proxy is shutting down (the editor went away)"), nil)
 		return
 	}
 	r.inflight[key] = cancel
@@ -335,8 +335,8 @@ func call[P, R any](ctx context.Context, method string, raw json.RawMessage, val
 }
 
 // reply writes a response with id (nil: null, for a message whose id
-// could not be read) and the error or the result.
-func (r *relay) reply(w *lockedWriter, id json.RawMessage, rerr *acp.RequestError, result ...any) {
+// could not be read) and the error or else the result (nil: {}).
+func (r *relay) reply(w *lockedWriter, id json.RawMessage, rerr *acp.RequestError, result any) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
@@ -347,9 +347,9 @@ func (r *relay) reply(w *lockedWriter, id json.RawMessage, rerr *acp.RequestErro
 		Error   *acp.RequestError `json:"error,omitempty"`
 	}{JSONRPC: "2.0", ID: id, Error: rerr}
 	if rerr == nil {
-		msg.Result = struct{}{}
-		if len(result) > 0 && result[0] != nil {
-			msg.Result = result[0]
+		msg.Result = result
+		if result == nil {
+			msg.Result = struct{}{}
 		}
 	}
 	b, err := json.Marshal(msg)

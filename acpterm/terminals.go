@@ -141,7 +141,7 @@ func (t *Terminals) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequ
 		t.mu.Unlock()
 		// Close ran while the process started: it would never be found
 		// again, so it must not outlive this call.
-		t.kill(context.WithoutCancel(ctx), info.ID)
+		_ = t.killVerified(context.WithoutCancel(ctx), "terminal/create", info.ID)
 		return acp.CreateTerminalResponse{}, requestError(CodeInternalError, "terminal/create: the terminals are shut down (the agent or the editor went away)")
 	}
 	t.terms[info.ID] = term
@@ -317,38 +317,27 @@ func (t *Terminals) killVerified(ctx context.Context, op, id string) *acp.Reques
 func (t *Terminals) Close(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
-	ids := make([]string, 0, len(t.terms))
-	for id := range t.terms {
-		ids = append(ids, id)
-	}
+	ids := t.idsLocked()
 	t.terms = map[string]*terminal{}
 	t.mu.Unlock()
-	sort.Strings(ids)
 	var errs []error
 	for _, id := range ids {
-		if err := t.kill(ctx, id); err != nil {
+		if err := t.killVerified(ctx, "close", id); err != nil && err.Code != CodeResourceNotFound {
+			t.log.Warn("acp terminal not killed", "terminal", id, "err", err)
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (t *Terminals) kill(ctx context.Context, id string) error {
-	res, err := t.cfg.Service.Kill(ctx, id, registry.KillOptions{Grace: t.cfg.Grace})
-	if err != nil && !errors.Is(err, registry.ErrNotFound) {
-		t.log.Warn("acp terminal not killed", "terminal", id, "err", err)
-		return fmt.Errorf("acpterm: kill terminal %s: %w", id, err)
-	}
-	if err == nil && !res.AlreadyExited {
-		t.log.Info("acp terminal killed: its agent or editor went away", "terminal", id, "ended", res.Ended)
-	}
-	return nil
-}
-
 // Active lists the IDs of the terminals created and not yet released.
 func (t *Terminals) Active() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.idsLocked()
+}
+
+func (t *Terminals) idsLocked() []string {
 	ids := make([]string, 0, len(t.terms))
 	for id := range t.terms {
 		ids = append(ids, id)

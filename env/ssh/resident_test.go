@@ -66,9 +66,8 @@ func TestEngineRunsOnResidentShells(t *testing.T) {
 	}
 	runOne("echo warm", "warm\n")
 	shells, execs := tr.shells.Load(), tr.execs.Load()
-	for i := range 5 {
+	for range 5 {
 		runOne("echo again", "again\n")
-		_ = i
 	}
 	assert.Equal(t, shells, tr.shells.Load(), "calls in turn reuse the resident shells")
 	assert.Equal(t, execs, tr.execs.Load(), "calls in turn need no exec")
