@@ -50,11 +50,18 @@ type Options struct {
 	// in steps of 5ms growing to 50ms. An idle process then costs one round
 	// trip per LongPoll per reader, and an exit is seen within one step
 	// instead of one client-side interval (Poll). Default 1s; negative
-	// disables long polls: each poll looks once and Poll paces them.
+	// disables long polls and follows: each poll looks once and Poll paces
+	// them. Output and Wait prefer a follow to long polls: one call that
+	// streams the output and reports the exit as they happen.
 	LongPoll time.Duration
-	// MaxLongPolls bounds the long polls in flight at once per Env, since
-	// each holds a transport session (an ssh connection allows 10): when
-	// all are taken, polls look once and Poll paces them. Default 4.
+	// FollowIdle is how long a follow (see Output and Wait) waits without
+	// output before it ends and the reader opens another, so that an idle
+	// follower hands its transport session back now and then. Default 30s.
+	FollowIdle time.Duration
+	// MaxLongPolls bounds the long polls and follows in flight at once per
+	// Env, since each holds a transport session (an ssh connection allows
+	// 10): when all are taken, polls look once and Poll paces them.
+	// Default 4.
 	MaxLongPolls int
 	// Residents bounds the resident shells kept for a ShellTransport (see
 	// there). Default 4; negative: none, every call is an Exec.
@@ -99,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LongPoll == 0 {
 		o.LongPoll = time.Second
+	}
+	if o.FollowIdle <= 0 {
+		o.FollowIdle = 30 * time.Second
 	}
 	if o.MaxLongPolls <= 0 {
 		o.MaxLongPolls = 4

@@ -199,6 +199,16 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if s, ok := p.cached(); ok {
 		return s, nil
 	}
+	if st, ok, err := p.waitFollow(ctx); err != nil {
+		return env.ExitStatus{}, err
+	} else if ok {
+		s, _, err := p.parseState(st)
+		if err != nil {
+			return env.ExitStatus{}, err
+		}
+		p.setStatus(s)
+		return s, nil
+	}
 	b := newBackoff(p.e.opts.Poll)
 	for {
 		steps, release := p.e.stepsFor()
@@ -260,10 +270,15 @@ type outputReader struct {
 	done   bool
 	b      *backoff.Backoff
 
+	f       *followStream // the follow being read, if any
+	retryAt time.Time     // no follow before then: the last one broke
+
 	closeOnce sync.Once
 	stop      chan struct{}
 }
 
+// Close may run while Read blocks: the cancelled context ends a follow
+// (its pipe is closed), a long poll, or a pause.
 func (r *outputReader) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.stop)
@@ -292,6 +307,16 @@ func (r *outputReader) Read(b []byte) (int, error) {
 		if err := r.p.check(); err != nil {
 			return 0, err
 		}
+		if r.f == nil && !time.Now().Before(r.retryAt) {
+			r.f = r.p.follow(r.ctx, r.off, true)
+		}
+		if r.f != nil {
+			n, err := r.readFollow(b)
+			if n > 0 || err != nil {
+				return n, err
+			}
+			continue
+		}
 		long, err := r.poll()
 		if err != nil {
 			if r.closed() {
@@ -311,6 +336,59 @@ func (r *outputReader) Read(b []byte) (int, error) {
 	n := copy(b, r.buf)
 	r.buf = r.buf[n:]
 	return n, nil
+}
+
+// readFollow reads from the follow: log bytes into b, or the end. A follow
+// that broke is dropped and the reader polls, which resyncs from r.off,
+// for followRetry before it tries another; one that ran out of its idle
+// budget is replaced at once. (0, nil) means: look again.
+func (r *outputReader) readFollow(b []byte) (int, error) {
+	f, p := r.f, r.p
+	var err error
+	if f.left == 0 {
+		var st string
+		if st, err = f.frame(); err == nil && f.left == 0 {
+			r.endFollow()
+			s, finished, serr := p.parseState(st)
+			if st == "gone" || serr != nil && !errors.Is(serr, env.ErrNotFound) {
+				return 0, serr
+			}
+			if finished && serr == nil {
+				p.setStatus(s)
+			}
+			r.done = true
+			return 0, nil
+		}
+	}
+	n := 0
+	if err == nil {
+		n, err = f.read(b)
+		r.off += int64(n)
+		if n > 0 {
+			r.b.Reset()
+		}
+	}
+	if err != nil {
+		r.endFollow()
+		switch {
+		case r.closed():
+			return n, errClosed
+		case r.ctx.Err() != nil:
+			if n > 0 {
+				return n, nil
+			}
+			return 0, r.ctx.Err()
+		case !errors.Is(err, errFollowIdle):
+			p.e.opts.Logger.Debug("nohup: follow broke; polling", "env", p.e.opts.Name, "pid", p.ref.PID, "offset", r.off, "err", err)
+			r.retryAt = time.Now().Add(followRetry)
+		}
+	}
+	return n, nil
+}
+
+func (r *outputReader) endFollow() {
+	r.f.close()
+	r.f = nil
 }
 
 // poll does one round trip: state, log size and new bytes. long reports

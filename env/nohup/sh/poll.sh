@@ -92,3 +92,47 @@ corral_remove() {
 
 # corral_uid prints the sandbox user's ID, for the default BaseDir.
 corral_uid() { id -u; }
+
+# corral_follow DIR WPID WSTART CPID CSTART OFF DATA BUDGET follows a
+# running process on one stream, so that output and the exit reach the
+# reader as they happen rather than one round trip per chunk. It prints
+# frames: "D N" and then exactly N log bytes from OFF on (DATA=1 only; the
+# log only grows, so N bytes are there to read), "E STATE" once the command
+# has ended and the log was sent up to the size seen after its exit, and
+# "T" after BUDGET ms without output (the reader opens another follow, so
+# that an idle follower gives its transport session back now and then and
+# one whose reader vanished does not loop forever). Between looks it
+# sleeps 5 ms, growing by half per idle look to 20 ms, then 50 ms after 2 s
+# of quiet and 100 ms after 10 s: an exit is seen within one step, at two
+# forks (sleep, wc) per step. A sleep without fractions falls back to 1 s.
+# After a frame of less than 64 KiB it waits 5 ms, so that a command that
+# prints a line at a time costs a frame per 5 ms, not a busy loop.
+corral_follow() {
+	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 data=$7 budget=$8
+	set -f
+	ms=5 idle=0 f_whole=
+	while :; do
+		state "$d" "$wpid" "$wst" "$c" "$cst"
+		if [ "$data" = 1 ] && [ "$st" != gone ]; then
+			logsize "$d"
+			if [ "$size" -gt "$off" ]; then
+				echo "D $((size - off))"
+				readlog "$d/log" "$off" $((size - off))
+				f_n=$((size - off)) off=$size ms=5 idle=0
+				[ "$st" = running ] || { echo "E $st"; return 0; }
+				[ "$f_n" -lt 65536 ] && { sleep 0.005 2>/dev/null || :; }
+				continue
+			fi
+		fi
+		if [ "$st" != running ]; then echo "E $st"; return 0; fi
+		if [ "$idle" -ge "$budget" ]; then echo T; return 0; fi
+		case $ms in ?) s=0.00$ms ;; ??) s=0.0$ms ;; *) s=0.$ms ;; esac
+		if [ -n "$f_whole" ] || ! sleep "$s" 2>/dev/null; then f_whole=1 ms=1000; sleep 1; fi
+		idle=$((idle + ms))
+		if [ "$ms" -lt 1000 ]; then
+			ms=$((ms * 3 / 2))
+			if [ "$idle" -lt 2000 ]; then f_cap=20; elif [ "$idle" -lt 10000 ]; then f_cap=50; else f_cap=100; fi
+			[ "$ms" -gt "$f_cap" ] && ms=$f_cap
+		fi
+	done
+}

@@ -1,0 +1,162 @@
+package nohup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A follow is one long-lived transport call (corral_follow in sh/poll.sh)
+// that streams a running process's output as it is written and reports its
+// exit when it happens: frames "D N" + N log bytes, "E STATE", or "T" when
+// the follow gave up after FollowIdle without output. Output and Wait use
+// one while a long-poll slot is free (a follow holds one, as a long poll
+// does: on ssh each is a session); otherwise they poll.
+
+// errFollowIdle ends a follow that ran out of its idle budget ("T"): the
+// process still runs and nothing is lost; the caller opens another.
+var errFollowIdle = errors.New("follow: idle budget used up")
+
+// followStream reads the frames of one corral_follow call.
+type followStream struct {
+	br      *bufio.Reader
+	pr      *io.PipeReader
+	cancel  context.CancelFunc
+	release func() // gives the long-poll slot back, once
+	done    chan struct{}
+	left    int64 // bytes of the current D frame still to read
+	what    string
+}
+
+// follow starts corral_follow for p from offset off (data: stream the log
+// too, else only the exit) if a long-poll slot is free; nil when none is,
+// or follows are off (LongPoll < 0).
+func (p *process) follow(ctx context.Context, off int64, data bool) *followStream {
+	if p.e.pollSteps == "" {
+		return nil
+	}
+	select {
+	case p.e.longPolls <- struct{}{}:
+	default:
+		return nil
+	}
+	what := "wait"
+	flag := "0"
+	if data {
+		what, flag = "output", "1"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	f := &followStream{
+		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{}), what: what,
+		release: sync.OnceFunc(func() { <-p.e.longPolls }),
+	}
+	r := p.ref
+	line := call("corral_follow", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)),
+		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10))
+	// A reader closed from another goroutine cancels ctx: the pipe must
+	// close too, or the transport's copy into it blocks forever.
+	stopClosing := context.AfterFunc(ctx, func() { pr.Close() })
+	go func() {
+		defer close(f.done)
+		defer stopClosing()
+		defer f.release()
+		if ct, ok := p.e.t.(CallTracker); ok {
+			defer ct.TrackCall()()
+		}
+		var errb bytes.Buffer
+		code, err := p.e.t.Exec(ctx, lib+line, nil, pw, &errb)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("%s: follow: %w", p.name(), err)
+		case code != 0:
+			err = fmt.Errorf("%s: follow: script exit status %d: %s", p.name(), code, strings.TrimSpace(errb.String()))
+		default:
+			err = io.ErrUnexpectedEOF // the frames end with E or T, never with the stream
+		}
+		pw.CloseWithError(err)
+	}()
+	return f
+}
+
+// close ends the follow and waits until its call has returned, so that the
+// slot is free again and nothing writes to the pipe any more.
+func (f *followStream) close() {
+	f.cancel()
+	f.pr.Close()
+	<-f.done
+}
+
+// frame reads the next frame header. For "D" it returns with f.left set;
+// for "E" the state; for "T" errFollowIdle.
+func (f *followStream) frame() (state string, err error) {
+	line, err := f.br.ReadString('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\n")
+	switch {
+	case line == "T":
+		return "", errFollowIdle
+	case strings.HasPrefix(line, "E "):
+		return line[2:], nil
+	case strings.HasPrefix(line, "D "):
+		n, err := strconv.ParseInt(line[2:], 10, 64)
+		if err == nil && n > 0 {
+			f.left = n
+			return "", nil
+		}
+	}
+	return "", fmt.Errorf("follow: malformed frame %q", trunc([]byte(line)))
+}
+
+// read reads log bytes of the current D frame into b.
+func (f *followStream) read(b []byte) (int, error) {
+	if int64(len(b)) > f.left {
+		b = b[:f.left]
+	}
+	n, err := f.br.Read(b)
+	f.left -= int64(n)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// waitFollow waits for the exit on follows while slots are free: it returns
+// the final state line, or ok false when no slot was free or a follow
+// broke (the caller then polls, which also resyncs after a reconnect).
+func (p *process) waitFollow(ctx context.Context) (state string, ok bool, err error) {
+	for {
+		f := p.follow(ctx, 0, false)
+		if f == nil {
+			return "", false, nil
+		}
+		st, ferr := f.frame()
+		f.close()
+		switch {
+		case ferr == nil:
+			return st, true, nil
+		case ctx.Err() != nil:
+			return "", false, ctx.Err()
+		case errors.Is(ferr, errFollowIdle):
+			continue
+		}
+		p.e.opts.Logger.Debug("nohup: follow broke; polling", "env", p.e.opts.Name, "pid", p.ref.PID, "err", ferr)
+		return "", false, nil
+	}
+}
+
+// followRetry is how long a reader waits before it tries a follow again
+// after one broke, polling meanwhile.
+const followRetry = time.Second

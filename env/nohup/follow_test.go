@@ -1,0 +1,162 @@
+package nohup_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/nohup"
+	"github.com/corralhq/corral/env/nohup/nohuptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lines returns "line 0\n" … "line n-1\n".
+func lines(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	return b.String()
+}
+
+// TestFollowStreamsOnOneCall: output that trickles out over time reaches
+// the reader on one follow, not one transport call per chunk, and its exit
+// comes with it: the Wait after costs nothing.
+func TestFollowStreamsOnOneCall(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		e, tr := newEnv(t, sh)
+		ctx := testCtx(t)
+		p := start(t, e, env.Spec{Command: `i=0; while [ $i -lt 20 ]; do echo "line $i"; sleep 0.02; i=$((i+1)); done; exit 3`})
+		before := tr.Execs()
+		got := readAll(t, p, 0)
+		calls := tr.Execs() - before
+		require.Equal(t, lines(20), string(got))
+		// One follow; a second when the first was slow to see the start.
+		assert.LessOrEqual(t, calls, int64(2), "transport calls to read 20 chunks")
+		before = tr.Execs()
+		st, err := p.Wait(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, env.Exited(3), st)
+		assert.Equal(t, int64(0), tr.Execs()-before, "Wait after the follow reported the exit")
+	})
+}
+
+// TestWaitFollowsTheExit: Wait on a process that runs for a while is one
+// call that reports the exit when it happens, not a poll per LongPoll.
+func TestWaitFollowsTheExit(t *testing.T) {
+	e, tr := newEnv(t, nohuptest.Shells(t)[0])
+	ctx := testCtx(t)
+	p := start(t, e, env.Spec{Command: "sleep 1.5; exit 7"})
+	before := tr.Execs()
+	st, err := p.Wait(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, env.Exited(7), st)
+	assert.Equal(t, int64(1), tr.Execs()-before, "transport calls of one Wait over 1.5 s (LongPoll is 1 s)")
+}
+
+// TestFollowIdleBudget: a follow that waited FollowIdle without output ends
+// and the reader opens the next one, losing nothing.
+func TestFollowIdleBudget(t *testing.T) {
+	sh := nohuptest.Shells(t)[0]
+	tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
+	e, err := nohup.New(tr, nohup.Options{BaseDir: t.TempDir() + "/s", Shell: sh.Path, FollowIdle: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	p := start(t, e, env.Spec{Command: "echo a; sleep 1; echo b"})
+	before := tr.Execs()
+	require.Equal(t, "a\nb\n", string(readAll(t, p, 0)))
+	assert.GreaterOrEqual(t, tr.Execs()-before, int64(3), "follows for 1 s of quiet with a 100 ms idle budget")
+}
+
+// breakingTransport breaks the first follow after it passed on limit bytes,
+// in the middle of a frame, as a dropped connection would.
+type breakingTransport struct {
+	*nohuptest.Local
+	limit  int64
+	broken atomic.Bool
+}
+
+type failAfter struct {
+	w    io.Writer
+	left int64
+}
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if int64(len(p)) > f.left {
+		n, _ := f.w.Write(p[:f.left])
+		f.left = 0
+		return n, errors.New("connection dropped")
+	}
+	f.left -= int64(len(p))
+	return f.w.Write(p)
+}
+
+func (b *breakingTransport) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if !strings.Contains(script, "\ncorral_follow ") || !b.broken.CompareAndSwap(false, true) {
+		return b.Local.Exec(ctx, script, stdin, stdout, stderr)
+	}
+	_, _ = b.Local.Exec(ctx, script, stdin, &failAfter{w: stdout, left: b.limit}, stderr)
+	return -1, fmt.Errorf("breaking: connection dropped: %w", env.ErrUnavailable)
+}
+
+// TestFollowBreaksMidFrame: a follow cut in the middle of a frame is
+// resumed by polling from the last byte delivered: no gap, no duplicate.
+func TestFollowBreaksMidFrame(t *testing.T) {
+	sh := nohuptest.Shells(t)[0]
+	tr := &breakingTransport{Local: &nohuptest.Local{Shell: sh.Path, Env: sh.Env}, limit: 5000}
+	e, err := nohup.New(tr, nohup.Options{BaseDir: t.TempDir() + "/s", Shell: sh.Path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	p := start(t, e, env.Spec{Command: `i=0; while [ $i -lt 3000 ]; do echo "line $i"; i=$((i+1)); done; sleep 0.2`})
+	require.Equal(t, lines(3000), string(readAll(t, p, 0)))
+	require.True(t, tr.broken.Load(), "no follow was cut: the test did not test anything")
+}
+
+// TestFollowEndsWithItsReader: closing a reader while its follow waits ends
+// the follow's shell inside the sandbox and gives the slot back.
+func TestFollowEndsWithItsReader(t *testing.T) {
+	e, _ := newEnv(t, nohuptest.Shells(t)[0])
+	ctx := testCtx(t)
+	p := start(t, e, env.Spec{Command: "echo hi; sleep 30"})
+	ref, err := p.Ref()
+	require.NoError(t, err)
+	var state struct {
+		Dir string `json:"dir"`
+	}
+	require.NoError(t, json.Unmarshal(ref.Data, &state))
+	followers := func() int {
+		n := 0
+		ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range ents {
+			b, _ := os.ReadFile(f)
+			if bytes.Contains(b, []byte("\ncorral_follow ")) && bytes.Contains(b, []byte(state.Dir)) {
+				n++
+			}
+		}
+		return n
+	}
+	for range 6 { // more than MaxLongPolls: each must give its slot back
+		r, err := p.Output(ctx, 3) // past "hi\n": the Read waits on a follow
+		require.NoError(t, err)
+		read := make(chan error, 1)
+		go func() {
+			_, err := r.Read(make([]byte, 10))
+			read <- err
+		}()
+		require.Eventually(t, func() bool { return followers() == 1 }, testTimeout, 10*time.Millisecond, "the reader's follow runs")
+		require.NoError(t, r.Close())
+		require.Error(t, <-read, "Read on a closed reader")
+		require.Eventually(t, func() bool { return followers() == 0 }, testTimeout, 10*time.Millisecond, "follow still running after its reader closed")
+	}
+}
