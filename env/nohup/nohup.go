@@ -34,6 +34,7 @@ type Env struct {
 	starts    int      // Start calls so far
 
 	noSetsidFork atomic.Bool // the sandbox's setsid refused -f once: use `setsid setsid`
+	pty          ptyState    // what gives a command a terminal here (see pty.go)
 
 	startSteps string        // sleepSteps of the start script's wait for the end
 	pollSteps  string        // sleepSteps of one long poll
@@ -66,6 +67,7 @@ func New(t Transport, opts Options) (*Env, error) {
 		pollSteps:  sleepSteps(opts.LongPoll, 5*time.Millisecond, 50*time.Millisecond),
 		longPolls:  make(chan struct{}, opts.MaxLongPolls),
 		baseTurn:   make(chan struct{}, 1),
+		pty:        ptyState{turn: make(chan struct{}, 1)},
 	}
 	if st, ok := t.(ShellTransport); ok && opts.Residents > 0 {
 		e.residents = &residentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*resident, error) {
@@ -82,15 +84,26 @@ func New(t Transport, opts Options) (*Env, error) {
 // Name implements env.Environment.
 func (e *Env) Name() string { return e.opts.Name }
 
-// Capabilities implements env.Environment.
+// Capabilities implements env.Environment. PTY (with Resize and
+// ReattachPTY) is true until a Start with a PTY found that the sandbox has
+// no util-linux script (see pty.go): what the sandbox holds is only known
+// once it was asked, and the first such Start fails with ErrUnsupported.
 func (e *Env) Capabilities() env.Capabilities {
+	pty := !e.pty.missing()
+	ptyNote := "PTY through util-linux script in the sandbox (a busybox-only sandbox has none); a command killed by a signal other than KILL or HUP is reported as exit code 128+N"
+	if !pty {
+		ptyNote = "no PTY: the sandbox has no util-linux script; commands run with pipes only"
+	}
 	return env.Capabilities{
+		PTY:          pty,
+		Resize:       pty,
+		ReattachPTY:  pty,
 		Stdin:        true,
 		Reattach:     true,
 		ReplayOutput: true,
 		TreeKill:     "pgroup+scan",
 		Notes: []string{
-			"no PTY: commands run with pipes only",
+			ptyNote,
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
 			"exit status read from /proc (Linux 3.5+); a waiter sees an exit within ~50ms inside the sandbox plus one round trip",
 		},
@@ -244,12 +257,15 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.PTY != nil {
-		return nil, fmt.Errorf("nohup %s: start %q: PTY: %w", e.opts.Name, spec.Command, env.ErrUnsupported)
-	}
 	base, err := e.base(ctx)
 	if err != nil {
 		return nil, err
+	}
+	var ptyTool string
+	if spec.PTY != nil {
+		if ptyTool, err = e.ptyTool(ctx); err != nil {
+			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+		}
 	}
 	tag := newHex(16)
 	dir := spec.Dir
@@ -265,7 +281,10 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	e.mu.Unlock()
 	si := "0"
-	if spec.Stdin {
+	if spec.Stdin || spec.PTY != nil {
+		// A terminal's input is the FIFO even without Spec.Stdin: then
+		// nobody writes to it and it never ends, so a command reading its
+		// terminal waits (as on env/local) instead of reading ^D.
 		si = "1"
 	}
 	sf := "1"
@@ -284,7 +303,11 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	for _, a := range toArm {
 		after.WriteString(call("corral_arm", base+"/"+a, e.opts.Shell, sf))
 	}
-	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(spec.Command, dir, si, tag, spec.Env), sweep,
+	command, environ := spec.Command, spec.Env
+	if spec.PTY != nil {
+		command, environ = ptyCmdBody, e.ptyEnviron(spec, ptyTool, base+"/"+id)
+	}
+	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, environ), sweep,
 		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
 	out, err := e.callThen(ctx, "start", line, after.String(), false)
 	first, rest, whole := bytes.Cut(out, []byte("\n"))
@@ -318,7 +341,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if len(f) != 5 || f[0] != "ok" {
 		return nil, fmt.Errorf("nohup %s: start %q: wrapper failed: %q", e.opts.Name, spec.Command, line)
 	}
-	ref := refData{Version: 1, Dir: base + "/" + id, Tag: tag, Stdin: spec.Stdin}
+	ref := refData{Version: 1, Dir: base + "/" + id, Tag: tag, Stdin: spec.Stdin, PTY: spec.PTY != nil}
 	nums := []*int64{&ref.PID, &ref.Start, &ref.WPID, &ref.WStart}
 	for i, s := range f[1:] {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -392,6 +415,7 @@ type refData struct {
 	WStart  int64  `json:"wstart"` // its start time
 	Tag     string `json:"tag"`    // CORRAL_TREE value of the tree
 	Stdin   bool   `json:"stdin"`
+	PTY     bool   `json:"pty,omitempty"` // on a terminal (see pty.go)
 }
 
 func (r refData) validate(base string) error {

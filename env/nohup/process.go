@@ -542,14 +542,6 @@ func (p *process) Survivors(ctx context.Context) ([]int, error) {
 	return pids, nil
 }
 
-// Resize implements env.Process: there is never a PTY.
-func (p *process) Resize(ctx context.Context, size env.WindowSize) error {
-	if err := p.check(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%s: resize: %w", p.name(), env.ErrUnsupported)
-}
-
 // Ref implements env.Process. Every wrapped process is detached inside the
 // sandbox, so a Ref is always available.
 func (p *process) Ref() (env.Ref, error) {

@@ -39,6 +39,12 @@ var (
 	commandSh string // an armed spare's command
 	//go:embed sh/write.sh
 	writeSh string // Write's script
+	//go:embed sh/pty.sh
+	ptySh string // corral_ptyprobe, corral_resize
+	//go:embed sh/ptycmd.sh
+	ptyCmdSh string // a terminal's command: execs script
+	//go:embed sh/ptyterm.sh
+	ptyTermSh string // run by script on the terminal
 )
 
 // parentBody is the parent's script (see sh/parent.sh); lib carries it in
@@ -65,7 +71,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(sparesSh) + prep(pollSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 
