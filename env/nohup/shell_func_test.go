@@ -172,3 +172,28 @@ func TestShellTree(t *testing.T) {
 		})
 	}
 }
+
+// TestShellReadlog reads byte ranges that start and end on either side of
+// dd's 64 KiB blocks, with dd counting in bytes (r_dd unset: probed) and
+// without (r_dd=0: the dd | tail | head fallback for a dd without
+// iflag=count_bytes).
+func TestShellReadlog(t *testing.T) {
+	data := make([]byte, 300_000)
+	for i := range data {
+		data[i] = byte(i*7 + i/251)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	require.NoError(t, os.WriteFile(log, data, 0o644))
+	ranges := [][2]int{{0, 1}, {0, 65536}, {1, 65536}, {65535, 2}, {65536, 65536}, {100_000, 150_000}, {299_999, 1}, {250_000, 50_000}, {7, 299_993}}
+	forTestShells(t, func(t *testing.T, sh testShell) {
+		for _, mode := range []string{"", "r_dd=0\n"} {
+			for _, r := range ranges {
+				body := mode + "readlog " + shellquote.Quote(log) + " " + strconv.Itoa(r[0]) + " " + strconv.Itoa(r[1]) + "\n"
+				got := sh.run(t, lib+body)
+				if got != string(data[r[0]:r[0]+r[1]]) {
+					t.Errorf("%qreadlog %d %d: got %d bytes, want %d (or different bytes)", mode, r[0], r[1], len(got), r[1])
+				}
+			}
+		}
+	})
+}

@@ -90,12 +90,24 @@ report() {
 	return 0
 }
 
-# readlog FILE OFF MAX prints at most MAX bytes of FILE from byte OFF. dd
-# seeks to the 64 KiB block that holds OFF and reads only the blocks the
-# bytes wanted span; tail drops the part of the first block before OFF.
-# (tail -c +N alone reads everything before N in busybox: a reader that
-# follows a long log would read it over and over.)
+# readlog FILE OFF MAX prints at most MAX bytes of FILE from byte OFF. Where
+# dd counts in bytes (iflag=skip_bytes,count_bytes: GNU coreutils and
+# busybox both have it; r_dd caches the answer per shell) it is one dd in
+# 64 KiB writes: a log streams at cat's speed. Otherwise dd seeks to the
+# 64 KiB block that holds OFF and reads only the blocks the bytes wanted
+# span, tail drops the part of the first block before OFF and head cuts the
+# end; head writes in small pieces, each a frame on a docker stream. (tail
+# -c +N alone reads everything before N in busybox: a reader that follows a
+# long log would read it over and over.)
 readlog() {
+	if [ -z "$r_dd" ]; then
+		r_dd=0
+		dd if=/dev/null iflag=skip_bytes,count_bytes count=0 2>/dev/null && r_dd=1
+	fi
+	if [ "$r_dd" = 1 ]; then
+		dd if="$1" iflag=skip_bytes,count_bytes skip="$2" count="$3" bs=65536 2>/dev/null
+		return 0
+	fi
 	r_in=$(($2 % 65536))
 	dd if="$1" bs=65536 skip=$(($2 / 65536)) count=$(((r_in + $3) / 65536 + 1)) 2>/dev/null | tail -c +$((r_in + 1)) | head -c "$3"
 }
