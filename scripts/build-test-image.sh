@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # build-test-image.sh builds the image corral's Docker tests run in,
 # corral-test-busybox:latest, without any registry: a root filesystem made
-# from Debian's busybox-static, imported with `docker import`.
+# from Debian's busybox-static, imported with `docker import`, plus
+# util-linux `script` (with the shared libraries and the loader ldd lists)
+# so that commands can get a terminal (env/nohup's PTY support needs it:
+# busybox's script applet has no -e, and Debian's build has none at all).
 #
 # Idempotent and quick: the image carries a label with a hash of this recipe
-# (this script and the busybox binary); when an image with the same hash
-# exists, nothing is done. Concurrent runs are serialised with flock.
+# (this script, the busybox binary, and script with its libraries); when an
+# image with the same hash exists, nothing is done. Concurrent runs are serialised with flock.
 #
 # Usage: scripts/build-test-image.sh [--force]
 # Environment: CORRAL_TEST_IMAGE overrides the image name.
@@ -45,8 +48,20 @@ if [[ -z "$busybox_bin" ]]; then
 	busybox_bin=/bin/busybox
 fi
 
+# util-linux script and what it loads: each absolute path ldd prints (the
+# libraries and the loader).
+script_bin="$(command -v script || true)"
+if [[ -z "$script_bin" ]] || ! "$script_bin" -V 2>&1 | grep -q util-linux; then
+	log "util-linux script not found (Debian: apt-get install util-linux)"
+	exit 1
+fi
+script_bin="$(readlink -f "$script_bin")"
+mapfile -t script_libs < <(ldd "$script_bin" | grep -o '/[^ ]*' | sort -u)
+
 script_path="$(readlink -f "${BASH_SOURCE[0]}")"
-recipe="$(cat "$script_path" "$busybox_bin" | sha256sum | cut -c1-32)"
+recipe_files=("$script_path" "$busybox_bin" "$script_bin")
+for lib in "${script_libs[@]}"; do recipe_files+=("$(readlink -f "$lib")"); done
+recipe="$(cat "${recipe_files[@]}" | sha256sum | cut -c1-32)"
 
 lock_dir="${TMPDIR:-/tmp}"
 exec 9>"$lock_dir/corral-build-test-image.lock"
@@ -74,7 +89,14 @@ if [[ ! -e "$rootfs/usr/bin/nohup" ]]; then
 	printf '#!/bin/sh\n# nohup shim: ignore SIGHUP, then run the command.\ntrap "" HUP\nexec "$@"\n' >"$rootfs/usr/bin/nohup"
 	chmod 0755 "$rootfs/usr/bin/nohup"
 fi
-for applet in sh ps sleep setsid nohup kill stty wc head tail yes cat mkfifo mv id env dd; do
+# util-linux script at /usr/bin/script, its libraries and loader at the
+# paths ldd names (a path that is a symlink on the host as the file it
+# resolves to: the rootfs has no other copy to point at).
+install -D -m 0755 "$script_bin" "$rootfs/usr/bin/script"
+for lib in "${script_libs[@]}"; do
+	install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
+done
+for applet in sh ps sleep setsid nohup kill stty wc head tail yes cat mkfifo mv id env dd tty script; do
 	if ! chroot "$rootfs" /bin/sh -c "command -v $applet" >/dev/null; then
 		log "busybox lacks applet $applet"
 		exit 1

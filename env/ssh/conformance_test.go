@@ -19,7 +19,9 @@ func TestConformance(t *testing.T) {
 	srv := sshtest.Start(t)
 	base := t.TempDir() + "/state"
 	envtest.Run(t, envtest.Config{
-		// sshd is started by the test, on this machine.
+		// sshd is started by the test, on this machine, which has
+		// util-linux script: the PTY cases run on a terminal there.
+		PTY:            true,
 		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
