@@ -2,6 +2,8 @@ package ssh
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"slices"
@@ -26,6 +28,10 @@ import (
 //	                                 connection each time
 //	BenchmarkSSHTransportExec        one Transport.Exec of `true`: the cost of
 //	                                 one session on the shared connection
+//	BenchmarkSSHLogRead/corral       a finished process's 100 MB log read
+//	                                 through the Environment (one follow)
+//	BenchmarkSSHLogRead/baseline     `ssh -S SOCK host cat LOG` of the same
+//	                                 file through a warm ControlMaster
 //	BenchmarkSSHExitDetection        `date +%s%N` run like the corral runs
 //	                                 above; exit-detect-ms is the median time
 //	                                 from the command's last action (printing
@@ -80,6 +86,54 @@ func BenchmarkSSHTransportExec(b *testing.B) {
 			b.Fatalf("Exec: %d %v", code, err)
 		}
 	}
+}
+
+func BenchmarkSSHLogRead(b *testing.B) {
+	srv, opts := benchServer(b)
+	ctx := context.Background()
+	e, err := Open(ctx, srv.Target(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	const logSize = 100 << 20
+	p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("head -c %d /dev/zero", logSize), Detach: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = p.Remove(ctx) }()
+	b.Run("corral", func(b *testing.B) {
+		b.SetBytes(logSize)
+		for b.Loop() {
+			r, err := p.Output(ctx, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, r)
+			r.Close()
+			if err != nil || n != logSize {
+				b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
+			}
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		ref, err := p.Ref()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var state struct {
+			Dir string `json:"dir"`
+		}
+		if err := json.Unmarshal(ref.Data, &state); err != nil || state.Dir == "" {
+			b.Fatalf("ref %s: no state dir (%v)", ref.Data, err)
+		}
+		sock := srv.StartControlMaster(b)
+		b.SetBytes(logSize)
+		benchCommand(b, "ssh", "-F", srv.SSHConfig, "-S", sock, srv.Alias, "cat", state.Dir+"/log")
+	})
 }
 
 func BenchmarkSSHExitDetection(b *testing.B) {
@@ -150,8 +204,11 @@ func benchCommand(b *testing.B, name string, args ...string) {
 		b.Skipf("%s not installed: %v", name, err)
 	}
 	for b.Loop() {
-		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-			b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		var stderr strings.Builder
+		cmd := exec.Command(name, args...)
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
 		}
 	}
 }
