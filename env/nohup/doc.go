@@ -24,6 +24,7 @@
 //	          show in the argv of the long-lived wrapper and parent
 //	armed, go, run, armfail
 //	          an armed spare's report and FIFOs (see Armed spares)
+//	tty       the path of the process's terminal (Spec.PTY; see Terminals)
 //
 // The command runs as Shell -c Command (Shell defaults to /bin/sh) as the
 // leader of a new session, with CORRAL_TREE=<random hex> added to its
@@ -141,12 +142,25 @@
 // directory is env.ErrNotFound too. Noticing a lost process also resumes
 // its stopped parent, so the command is reaped when it ends.
 //
+// # Terminals
+//
+// With Spec.PTY the command is run by util-linux script, found once per Env
+// (see pty.go and sh/pty.sh): script is the recorded command, and runs
+// Shell -c Command on a pseudo-terminal of its own, with the FIFO as its
+// input (also without Spec.Stdin: nobody writes to it then) and the log as
+// its output. Resize sets the window size on the terminal's path; the
+// kernel sends SIGWINCH to the terminal's foreground group. Exit codes are
+// the command's; a command killed by a signal other than one that ends
+// script itself (KILL, HUP) shows as exit code 128+N. A sandbox without
+// util-linux script (busybox's applet has no -e) makes Start with a PTY fail
+// with an error matching env.ErrUnsupported, and Capabilities turn PTY off.
+//
 // # Re-attach, removal, retention
 //
 // Every process is detached inside the sandbox, so Ref always works; Close
 // kills (SIGKILL, whole tree) only processes started without Spec.Detach
 // whose handles were not released. Ref.Data is JSON {v, dir, pid, start,
-// wpid, wstart, tag, stdin}; Attach rejects unknown fields, a dir that is
+// wpid, wstart, tag, stdin, pty}; Attach rejects unknown fields, a dir that is
 // not BaseDir/<32 hex digits>, a tag that is not 32 hex digits and missing
 // PIDs before anything runs. Remove deletes the directory and refuses while
 // the wrapper still runs. Start also sweeps, at most once an hour per Env,
