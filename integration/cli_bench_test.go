@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,8 @@ import (
 //	BenchmarkCLIRunSSH/newconn     `ssh h true` on a new connection each time (for reference)
 //	BenchmarkCLIRunDocker/corral   `corral run --backend docker://c -- true`
 //	BenchmarkCLIRunDocker/baseline `docker exec c true`
+//	BenchmarkCLIOutputDocker/corral   `corral run --backend docker://c -- head -c 100M /dev/zero`
+//	BenchmarkCLIOutputDocker/baseline `docker exec c head -c 100M /dev/zero`
 //	BenchmarkCLIRunLocal/corral    `corral run -- true` through the daemon
 //	BenchmarkCLIRunLocal/nodaemon  `corral run --no-daemon -- true`
 //	BenchmarkCLIRunLocal/baseline  `sh -c true`
@@ -80,6 +83,49 @@ func BenchmarkCLIRunDocker(b *testing.B) {
 	b.Run("baseline", func(b *testing.B) {
 		benchProcess(b, h.env, "", "docker", "exec", name, "true")
 	})
+}
+
+func BenchmarkCLIOutputDocker(b *testing.B) {
+	cli := requireDocker(b)
+	name := startUserContainer(b, cli)
+	h := newDaemonHome(b, buildCorral(b))
+	const size = 100 << 20
+	command := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	b.Run("corral", func(b *testing.B) {
+		b.SetBytes(size)
+		benchOutput(b, h.env, size, h.bin, append([]string{"run", "--backend", "docker://" + name, "--"}, command...)...)
+	})
+	b.Run("baseline", func(b *testing.B) {
+		b.SetBytes(size)
+		benchOutput(b, h.env, size, "docker", append([]string{"exec", name}, command...)...)
+	})
+}
+
+// benchOutput is benchProcess for a command that prints size bytes: they
+// are counted, not kept.
+func benchOutput(b *testing.B, environ []string, size int64, name string, args ...string) {
+	b.Helper()
+	run := func() {
+		cmd := exec.Command(name, args...)
+		cmd.Env = environ
+		var stderr strings.Builder
+		cw := &countWriter{}
+		cmd.Stdout, cmd.Stderr = cw, &stderr
+		if err := cmd.Run(); err != nil || cw.n != size {
+			b.Fatalf("%s %s: %v, %d bytes of stdout (want %d)\n%s", name, strings.Join(args, " "), err, cw.n, size, stderr.String())
+		}
+	}
+	run()
+	for b.Loop() {
+		run()
+	}
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 func BenchmarkCLIRunLocal(b *testing.B) {
