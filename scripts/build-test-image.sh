@@ -52,7 +52,7 @@ fi
 # libraries and the loader).
 script_bin="$(command -v script || true)"
 if [[ -z "$script_bin" ]] || ! "$script_bin" -V 2>&1 | grep -q util-linux; then
-	log "util-linux script not found (Debian: apt-get install util-linux)"
+	log "util-linux script not found (Debian: apt-get install bsdutils)"
 	exit 1
 fi
 script_bin="$(readlink -f "$script_bin")"

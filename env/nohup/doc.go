@@ -144,16 +144,18 @@
 //
 // # Terminals
 //
-// With Spec.PTY the command is run by util-linux script, found once per Env
-// (see pty.go and sh/pty.sh): script is the recorded command, and runs
+// With Spec.PTY the command is run by util-linux script, or else python3
+// running sh/pty.py, found once per Env (see pty.go and sh/pty.sh): script
+// (python3) is the recorded command, and runs
 // Shell -c Command on a pseudo-terminal of its own, with the FIFO as its
 // input (also without Spec.Stdin: nobody writes to it then) and the log as
 // its output. Resize sets the window size on the terminal's path; the
 // kernel sends SIGWINCH to the terminal's foreground group. Exit codes are
-// the command's; a command killed by a signal other than one that ends
-// script itself (KILL, HUP) shows as exit code 128+N. A sandbox without
-// util-linux script (busybox's applet has no -e) makes Start with a PTY fail
-// with an error matching env.ErrUnsupported, and Capabilities turn PTY off.
+// the command's; with script, a command killed by a signal other than one
+// that ends script itself (KILL, HUP) shows as exit code 128+N (pty.py
+// reports the signal). A sandbox with neither (busybox's script applet has
+// no -e) makes Start with a PTY fail with an error matching
+// env.ErrUnsupported, and Capabilities turn PTY off.
 //
 // # Re-attach, removal, retention
 //

@@ -90,9 +90,9 @@ func (e *Env) Name() string { return e.opts.Name }
 // once it was asked, and the first such Start fails with ErrUnsupported.
 func (e *Env) Capabilities() env.Capabilities {
 	pty := !e.pty.missing()
-	ptyNote := "PTY through util-linux script in the sandbox (a busybox-only sandbox has none); a command killed by a signal other than KILL or HUP is reported as exit code 128+N"
+	ptyNote := "PTY through util-linux script in the sandbox, else python3 (a busybox-only sandbox has neither); with script, a command on a terminal killed by a signal other than KILL or HUP is reported as exit code 128+N"
 	if !pty {
-		ptyNote = "no PTY: the sandbox has no util-linux script; commands run with pipes only"
+		ptyNote = "no PTY: the sandbox has neither util-linux script nor python3; commands run with pipes only"
 	}
 	return env.Capabilities{
 		PTY:          pty,
@@ -261,9 +261,9 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ptyTool string
+	var pty ptyTool
 	if spec.PTY != nil {
-		if ptyTool, err = e.ptyTool(ctx); err != nil {
+		if pty, err = e.ptyTool(ctx); err != nil {
 			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
 		}
 	}
@@ -305,7 +305,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	command, environ := spec.Command, spec.Env
 	if spec.PTY != nil {
-		command, environ = ptyCmdBody, e.ptyEnviron(spec, ptyTool, base+"/"+id)
+		command, environ = ptyCmdBody, e.ptyEnviron(spec, pty, base+"/"+id)
 	}
 	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, environ), sweep,
 		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)

@@ -45,6 +45,8 @@ var (
 	ptyCmdSh string // a terminal's command: execs script
 	//go:embed sh/ptyterm.sh
 	ptyTermSh string // run by script on the terminal
+	//go:embed sh/pty.py
+	ptyPy string // python3's stand-in for script
 )
 
 // parentBody is the parent's script (see sh/parent.sh); lib carries it in

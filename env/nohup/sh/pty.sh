@@ -6,12 +6,12 @@
 # A process on a terminal is a wrapped process like any other (launch.sh,
 # parent.sh) whose command is ptycmd.sh instead of Shell -c Command: the
 # recorded command, leader of its own session and group, is util-linux
-# script, which makes a pseudo-terminal, relays stdin (the FIFO) into it
-# and its output into the log, and runs ptyterm.sh on it as the leader of
-# the terminal's session; ptyterm.sh sets the size, records the
-# terminal's path for Resize and execs Shell -c Command. So the group
-# signal reaches script, and the CORRAL_TREE scan everything on the
-# terminal.
+# script (or, without it, python3 running pty.py), which makes a
+# pseudo-terminal, relays stdin (the FIFO) into it and its output into the
+# log, and runs ptyterm.sh on it as the leader of the terminal's session;
+# ptyterm.sh sets the size, records the terminal's path for Resize and
+# execs Shell -c Command. So the group signal reaches script, and the
+# CORRAL_TREE scan everything on the terminal.
 
 # findprog NAME sets fp to the absolute path of NAME from PATH, with
 # builtins only, and returns 1 when there is none.
@@ -29,15 +29,26 @@ findprog() {
 
 # corral_ptyprobe prints what gives a command a terminal in this sandbox:
 # "script PATH" (util-linux script, which has -e: the command's exit
-# code is script's), or "none WHY". Busybox's script applet has no -e,
-# so it does not count. The engine asks once per Env.
+# code is script's), else "python3 PATH" (a python3 with the pty module,
+# for pty.py), else "none WHY". Busybox's script applet has no -e, so it
+# does not count. The engine asks once per Env.
 corral_ptyprobe() {
 	set -f
-	if ! findprog script; then echo "none no script in PATH"; return 0; fi
-	case $("$fp" -V 2>&1) in
-	*util-linux*) echo "script $fp" ;;
-	*) echo "none $fp is not util-linux script" ;;
-	esac
+	if findprog script; then
+		case $("$fp" -V 2>&1) in
+		*util-linux*) echo "script $fp"; return 0 ;;
+		esac
+		pp_why="$fp is not util-linux script"
+	else
+		pp_why="no script in PATH"
+	fi
+	if findprog python3; then
+		if "$fp" -I -c 'import pty, select, termios' >/dev/null 2>&1; then echo "python3 $fp"; return 0; fi
+		pp_why="$pp_why; $fp has no pty module"
+	else
+		pp_why="$pp_why; no python3 in PATH"
+	fi
+	echo "none $pp_why"
 	return 0
 }
 

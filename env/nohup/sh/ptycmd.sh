@@ -13,10 +13,16 @@
 # script relays it into the terminal and, at its EOF (CloseStdin), types
 # the terminal's EOF character.
 #
+# Where the sandbox has no util-linux script but python3, python3 runs
+# pty.py instead, which does the same and ends as the command did (killed
+# by the same signal, too).
+#
 # Script runs TERM with $SHELL -c: SHELL is set to the engine's shell
 # here and restored by ptyterm.sh. Values come from the environment (the
-# spec's KEY=VALUE words, see ptyEnv in pty.go), never from this text:
-#   CORRAL_PTY_TOOL  the path of script (from corral_ptyprobe)
+# spec's KEY=VALUE words, see ptyEnviron in pty.go), never from this text:
+#   CORRAL_PTY_KIND  script or python3 (from corral_ptyprobe)
+#   CORRAL_PTY_TOOL  its path
+#   CORRAL_PTY_PY    pty.py, for python3
 #   CORRAL_PTY_SH    the engine's shell
 #   CORRAL_PTY_TERM  ptyterm.sh, the script run on the terminal
 #   CORRAL_PTY_CMD, CORRAL_PTY_ROWS, CORRAL_PTY_COLS, CORRAL_PTY_DIR: for
@@ -25,4 +31,5 @@ CORRAL_PTY_OSHELL=${SHELL-} CORRAL_PTY_HASSHELL=${SHELL+1}
 export CORRAL_PTY_OSHELL CORRAL_PTY_HASSHELL
 SHELL=$CORRAL_PTY_SH
 export SHELL
+if [ "$CORRAL_PTY_KIND" = python3 ]; then exec "$CORRAL_PTY_TOOL" -I -c "$CORRAL_PTY_PY"; fi
 exec "$CORRAL_PTY_TOOL" -q -e -f -c "$CORRAL_PTY_TERM" /dev/null
