@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,7 @@ type followStream struct {
 	done    chan struct{}
 	left    int64 // bytes of the current D frame still to read
 	what    string
+	ended   atomic.Bool // an E or T frame was read: the script ends by itself
 }
 
 // follow starts corral_follow for p from offset off (data: stream the log
@@ -53,19 +55,24 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 		what, flag = "output", "1"
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	stopLife := context.AfterFunc(p.e.life, cancel)
 	pr, pw := io.Pipe()
 	f := &followStream{
 		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{}), what: what,
 		release: sync.OnceFunc(func() { <-p.e.longPolls }),
 	}
 	r := p.ref
+	id := newHex(8)
 	line := call("corral_follow", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)),
-		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10))
+		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10), id)
 	// A reader closed from another goroutine cancels ctx: the pipe must
 	// close too, or the transport's copy into it blocks forever.
 	stopClosing := context.AfterFunc(ctx, func() { pr.Close() })
+	p.e.follows.Add(1)
 	go func() {
+		defer p.e.follows.Done()
 		defer close(f.done)
+		defer stopLife()
 		defer stopClosing()
 		defer f.release()
 		if ct, ok := p.e.t.(CallTracker); ok {
@@ -73,6 +80,9 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 		}
 		var errb bytes.Buffer
 		code, err := p.e.t.Exec(ctx, lib+line, nil, pw, &errb)
+		if err != nil && !f.ended.Load() {
+			p.unfollow(id)
+		}
 		switch {
 		case err != nil:
 			err = fmt.Errorf("%s: follow: %w", p.name(), err)
@@ -84,6 +94,19 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 		pw.CloseWithError(err)
 	}()
 	return f
+}
+
+// unfollow ends the script of follow id inside the sandbox: its call was
+// cut (the reader closed, the Env closed, the transport broke) before the
+// script ended by itself, and a transport may leave it running (see
+// corral_unfollow). Best effort: a script left over ends after FollowIdle
+// or with the process, unless it is blocked writing.
+func (p *process) unfollow(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.e.call(ctx, "unfollow", call("corral_unfollow", p.ref.Dir, id), false); err != nil {
+		p.e.opts.Logger.Debug("nohup: could not end a follow left running", "env", p.e.opts.Name, "pid", p.ref.PID, "err", err)
+	}
 }
 
 // close ends the follow and waits until its call has returned, so that the
@@ -107,8 +130,10 @@ func (f *followStream) frame() (state string, err error) {
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case line == "T":
+		f.ended.Store(true)
 		return "", errFollowIdle
 	case strings.HasPrefix(line, "E "):
+		f.ended.Store(true)
 		return line[2:], nil
 	case strings.HasPrefix(line, "D "):
 		n, err := strconv.ParseInt(line[2:], 10, 64)

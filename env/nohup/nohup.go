@@ -42,6 +42,12 @@ type Env struct {
 	baseTurn   chan struct{} // one resolution of baseDir at a time
 
 	residents *residentPool // for a ShellTransport; nil otherwise
+
+	// Follows (see follow.go) run in goroutines of their own, with a
+	// context that also ends with the Env: Close ends them and waits.
+	life    context.Context
+	endLife context.CancelFunc
+	follows sync.WaitGroup
 }
 
 var _ env.Environment = (*Env)(nil)
@@ -69,6 +75,7 @@ func New(t Transport, opts Options) (*Env, error) {
 		baseTurn:   make(chan struct{}, 1),
 		pty:        ptyState{turn: make(chan struct{}, 1)},
 	}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	if st, ok := t.(ShellTransport); ok && opts.Residents > 0 {
 		e.residents = &residentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*resident, error) {
 			sh, err := st.OpenShell(ctx, residentScript(lib))
@@ -492,6 +499,8 @@ func (e *Env) Close() error {
 	e.mu.Unlock()
 
 	var errs []error
+	e.endLife()
+	e.follows.Wait() // before the residents close: an abandoned follow's unfollow may use one
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(spares) > 0 && base != "" {

@@ -107,9 +107,17 @@ corral_uid() { id -u; }
 # forks (sleep, wc) per step. A sleep without fractions falls back to 1 s.
 # After a frame of less than 64 KiB it waits 5 ms, so that a command that
 # prints a line at a time costs a frame per 5 ms, not a busy loop.
+#
+# ID names the follow for corral_unfollow: the shell records its PID in
+# DIR/follow-ID and exports CORRAL_FOLLOW=ID to its children, and removes
+# the file when it ends by itself.
 corral_follow() {
-	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 data=$7 budget=$8
+	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 data=$7 budget=$8 f_id=$9
 	set -f
+	CORRAL_FOLLOW=$f_id
+	export CORRAL_FOLLOW
+	# shellcheck disable=SC2154 # p_start is set by pstat (proc.sh)
+	pstat $$ && echo "$$ $p_start" >"$d/follow-$f_id" 2>/dev/null
 	ms=5 idle=0 f_whole=
 	while :; do
 		state "$d" "$wpid" "$wst" "$c" "$cst"
@@ -119,13 +127,13 @@ corral_follow() {
 				echo "D $((size - off))"
 				readlog "$d/log" "$off" $((size - off))
 				f_n=$((size - off)) off=$size ms=5 idle=0
-				[ "$st" = running ] || { echo "E $st"; return 0; }
+				[ "$st" = running ] || { echo "E $st"; rm -f "$d/follow-$f_id"; return 0; }
 				[ "$f_n" -lt 65536 ] && { sleep 0.005 2>/dev/null || :; }
 				continue
 			fi
 		fi
-		if [ "$st" != running ]; then echo "E $st"; return 0; fi
-		if [ "$idle" -ge "$budget" ]; then echo T; return 0; fi
+		if [ "$st" != running ]; then echo "E $st"; rm -f "$d/follow-$f_id"; return 0; fi
+		if [ "$idle" -ge "$budget" ]; then echo T; rm -f "$d/follow-$f_id"; return 0; fi
 		case $ms in ?) s=0.00$ms ;; ??) s=0.0$ms ;; *) s=0.$ms ;; esac
 		if [ -n "$f_whole" ] || ! sleep "$s" 2>/dev/null; then f_whole=1 ms=1000; sleep 1; fi
 		idle=$((idle + ms))
@@ -135,4 +143,22 @@ corral_follow() {
 			[ "$ms" -gt "$f_cap" ] && ms=$f_cap
 		fi
 	done
+}
+
+# corral_unfollow DIR ID ends the follow ID whose reader went away before it
+# ended: a transport may leave the script running when its stream is
+# closed (docker keeps an exec running after its client disconnects, and
+# one blocked writing to a stream nobody reads blocks for good). The shell
+# goes first, so that it forks nothing new; then its children, found by
+# the variable they inherited.
+corral_unfollow() {
+	u_f=$1/follow-$2 u_p='' u_st=''
+	[ -f "$u_f" ] && read -r u_p u_st <"$u_f"
+	[ -n "$u_st" ] && pstat "$u_p" && [ "$p_start" = "$u_st" ] && kill -9 "$u_p" 2>/dev/null
+	grep -l -s -F -z -x "CORRAL_FOLLOW=$2" /proc/[0-9]*/environ 2>/dev/null | while IFS= read -r q; do
+		q=${q#/proc/}
+		kill -9 "${q%/environ}" 2>/dev/null
+	done
+	rm -f "$u_f"
+	return 0
 }
