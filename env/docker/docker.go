@@ -140,6 +140,10 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 	return e, err
 }
 
+// maxFollows bounds the follows (one exec each, streaming a process's
+// output and exit) and long polls in flight per container.
+const maxFollows = 64
+
 // newEnv builds the Environment on tr; onClose runs once, after the
 // engine has killed the non-detached processes.
 func newEnv(tr nohup.Transport, name, baseDir string, residents int, log *slog.Logger, onClose func() error) (env.Environment, error) {
@@ -148,8 +152,11 @@ func newEnv(tr nohup.Transport, name, baseDir string, residents int, log *slog.L
 		BaseDir:   baseDir,
 		ChunkSize: outputChunk,
 		Residents: residents,
-		Logger:    log,
-		OnClose:   onClose,
+		// An exec holds no scarce slot (unlike an ssh session): every
+		// process the registry watches can have its own follow.
+		MaxLongPolls: maxFollows,
+		Logger:       log,
+		OnClose:      onClose,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("docker: environment in %s: %w", name, err)
