@@ -106,7 +106,7 @@
 // One poll is one round trip: it reports the state (looked at before the
 // log size, so a reader that reached that size after seeing the end is
 // done), the log size, and at most Options.ChunkSize new bytes from the
-// reader's offset (tail -c +N | head -c MAX), so only new bytes cross the
+// reader's offset (readlog in sh/state.sh), so only new bytes cross the
 // transport. The stream ends at the size seen after exit appeared: there
 // is no grace for escaped descendants, whose later output a new Output
 // from that offset still returns. Output may be opened any number of times
@@ -120,16 +120,28 @@
 //     with its identity. A short command costs one round trip: Wait and
 //     the first Output use that report. Later Outputs poll, so a replay
 //     sees what escapees wrote since.
-//   - A poll of Wait or Output is a long poll: it waits inside the sandbox,
-//     checking in sleeps of 5ms growing to 50ms (sleep(1) with fractions;
-//     dash, bash and busybox have them), until the command ended, the log
-//     grew past the reader's offset, or Options.LongPoll (1s) passed. An
-//     exit is seen within ~50ms, at one round trip per second per waiter
-//     and two forks (sleep, wc) per step inside the sandbox while idle.
-//     Long polls hold a transport session each, so at most
-//     Options.MaxLongPolls (4) run at once per Env; the others look once
-//     and are paced by Poll (Min, growing by Factor to Max; new output and
-//     Signal reset it), as are all polls when LongPoll < 0.
+//   - Output and Wait follow a running process (see follow.go and
+//     corral_follow in sh/poll.sh): one call that stays open and sends
+//     frames, the log bytes as the log grows (one dd, 64 KiB writes: a log
+//     streams at cat's speed) and the exit as soon as it is seen. Between
+//     looks the script sleeps 5ms growing to 20ms (50ms after 2s of quiet,
+//     100ms after 10s; sleep(1) with fractions: dash, bash and busybox have
+//     them), at two forks (sleep, wc) per look, so an exit is seen within
+//     ~20ms and nothing crosses the transport while nothing happens. After
+//     Options.FollowIdle (30s) without output a follow ends and the reader
+//     opens the next, so an idle one gives its session back now and then.
+//     A follow whose call was cut before it ended is killed inside the
+//     sandbox (corral_unfollow): docker keeps an exec running after its
+//     client left.
+//   - Follows hold a transport session each, so at most
+//     Options.MaxLongPolls (4; docker sets 64) run at once per Env. The
+//     other readers, and a reader whose follow broke (for a second, while
+//     it resyncs from its offset), poll: a long poll that waits inside
+//     the sandbox in sleeps of 5ms growing to 50ms until the command
+//     ended, the log grew past the reader's offset, or Options.LongPoll
+//     (1s) passed, or, with no slot free, one look paced by Poll (Min,
+//     growing by Factor to Max; new output and Signal reset it), as are
+//     all polls when LongPoll < 0.
 //
 // # Errors
 //
