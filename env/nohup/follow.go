@@ -25,6 +25,10 @@ import (
 // process still runs and nothing is lost; the caller opens another.
 var errFollowIdle = errors.New("follow: idle budget used up")
 
+// errNoDataFollow is the "X" frame: the sandbox's dd cannot count in bytes,
+// which a follow needs to send a frame's bytes safely; its readers poll.
+var errNoDataFollow = errors.New("follow: dd cannot count in bytes here (iflag=count_bytes); polling instead")
+
 // followStream reads the frames of one corral_follow call.
 type followStream struct {
 	br      *bufio.Reader
@@ -132,6 +136,9 @@ func (f *followStream) frame() (state string, err error) {
 	case line == "T":
 		f.ended.Store(true)
 		return "", errFollowIdle
+	case line == "X":
+		f.ended.Store(true)
+		return "", errNoDataFollow
 	case strings.HasPrefix(line, "E "):
 		f.ended.Store(true)
 		return line[2:], nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -159,4 +160,36 @@ func TestFollowEndsWithItsReader(t *testing.T) {
 		require.Error(t, <-read, "Read on a closed reader")
 		require.Eventually(t, func() bool { return followers() == 0 }, testTimeout, 10*time.Millisecond, "follow still running after its reader closed")
 	}
+}
+
+// countingFollows counts the follow calls.
+type countingFollows struct {
+	*nohuptest.Local
+	follows atomic.Int64
+}
+
+func (c *countingFollows) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if strings.Contains(script, "\ncorral_follow ") {
+		c.follows.Add(1)
+	}
+	return c.Local.Exec(ctx, script, stdin, stdout, stderr)
+}
+
+// TestFollowWithoutByteCountingDD: where dd cannot count in bytes, a follow
+// could not send a frame's bytes safely: it says so at once, and the
+// reader polls for the rest of its life, with the same result.
+func TestFollowWithoutByteCountingDD(t *testing.T) {
+	bin := t.TempDir()
+	realDD, err := exec.LookPath("dd")
+	require.NoError(t, err)
+	fake := "#!/bin/sh\ncase \"$*\" in *iflag=*) echo 'dd: unknown operand iflag' >&2; exit 1 ;; esac\nexec " + realDD + " \"$@\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "dd"), []byte(fake), 0o755))
+	environ := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	tr := &countingFollows{Local: &nohuptest.Local{Shell: "/bin/sh", Env: environ}}
+	e, err := nohup.New(tr, nohup.Options{BaseDir: t.TempDir() + "/s"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	p := start(t, e, env.Spec{Command: `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); [ $((i % 50)) = 0 ] && sleep 0.1; done`})
+	require.Equal(t, lines(300), string(readAll(t, p, 0)))
+	require.Equal(t, int64(1), tr.follows.Load(), "follows opened by one reader where dd cannot count bytes")
 }

@@ -270,8 +270,9 @@ type outputReader struct {
 	done   bool
 	b      *backoff.Backoff
 
-	f       *followStream // the follow being read, if any
-	retryAt time.Time     // no follow before then: the last one broke
+	f        *followStream // the follow being read, if any
+	retryAt  time.Time     // no follow before then: the last one broke
+	noFollow bool          // the sandbox cannot follow output (see errNoDataFollow)
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -307,7 +308,7 @@ func (r *outputReader) Read(b []byte) (int, error) {
 		if err := r.p.check(); err != nil {
 			return 0, err
 		}
-		if r.f == nil && !time.Now().Before(r.retryAt) {
+		if r.f == nil && !r.noFollow && !time.Now().Before(r.retryAt) {
 			r.f = r.p.follow(r.ctx, r.off, true)
 		}
 		if r.f != nil {
@@ -378,6 +379,8 @@ func (r *outputReader) readFollow(b []byte) (int, error) {
 				return n, nil
 			}
 			return 0, r.ctx.Err()
+		case errors.Is(err, errNoDataFollow):
+			r.noFollow = true
 		case !errors.Is(err, errFollowIdle):
 			p.e.opts.Logger.Debug("nohup: follow broke; polling", "env", p.e.opts.Name, "pid", p.ref.PID, "offset", r.off, "err", err)
 			r.retryAt = time.Now().Add(followRetry)

@@ -97,7 +97,8 @@ corral_uid() { id -u; }
 # running process on one stream, so that output and the exit reach the
 # reader as they happen rather than one round trip per chunk. It prints
 # frames: "D N" and then exactly N log bytes from OFF on (DATA=1 only; the
-# log only grows, so N bytes are there to read), "E STATE" once the command
+# log only grows, so N bytes are there to read; "X" at once where dd cannot
+# count in bytes: the reader polls instead), "E STATE" once the command
 # has ended and the log was sent up to the size seen after its exit, and
 # "T" after BUDGET ms without output (the reader opens another follow, so
 # that an idle follower gives its transport session back now and then and
@@ -119,20 +120,31 @@ corral_follow() {
 	# shellcheck disable=SC2154 # p_start is set by pstat (proc.sh)
 	pstat $$ && echo "$$ $p_start" >"$d/follow-$f_id" 2>/dev/null
 	ms=5 idle=0 f_whole=
+	if [ "$data" = 1 ] && ! dd if=/dev/null iflag=skip_bytes,count_bytes count=0 2>/dev/null; then
+		echo X
+		rm -f "$d/follow-$f_id"
+		return 0
+	fi
 	while :; do
 		state "$d" "$wpid" "$wst" "$c" "$cst"
+		f_n=0
 		if [ "$data" = 1 ] && [ "$st" != gone ]; then
 			logsize "$d"
-			if [ "$size" -gt "$off" ]; then
-				echo "D $((size - off))"
-				readlog "$d/log" "$off" $((size - off))
-				f_n=$((size - off)) off=$size ms=5 idle=0
+			f_n=$((size - off))
+			# A header and its bytes come from one subshell that execs dd:
+			# a fork that fails (the pids limit reached) sends neither,
+			# never a header without its bytes, and is tried again.
+			if [ "$f_n" -gt 0 ] && (
+				echo "D $f_n"
+				exec dd if="$d/log" iflag=skip_bytes,count_bytes skip="$off" count="$f_n" bs=65536 2>/dev/null
+			); then
+				off=$size ms=5 idle=0
 				[ "$st" = running ] || { echo "E $st"; rm -f "$d/follow-$f_id"; return 0; }
 				[ "$f_n" -lt 65536 ] && { sleep 0.005 2>/dev/null || :; }
 				continue
 			fi
 		fi
-		if [ "$st" != running ]; then echo "E $st"; rm -f "$d/follow-$f_id"; return 0; fi
+		if [ "$st" != running ] && [ "$f_n" -le 0 ]; then echo "E $st"; rm -f "$d/follow-$f_id"; return 0; fi
 		if [ "$idle" -ge "$budget" ]; then echo T; rm -f "$d/follow-$f_id"; return 0; fi
 		case $ms in ?) s=0.00$ms ;; ??) s=0.0$ms ;; *) s=0.$ms ;; esac
 		if [ -n "$f_whole" ] || ! sleep "$s" 2>/dev/null; then f_whole=1 ms=1000; sleep 1; fi
