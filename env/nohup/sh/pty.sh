@@ -30,10 +30,12 @@ findprog() {
 # corral_ptyprobe prints what gives a command a terminal in this sandbox:
 # "script PATH" (util-linux script, which has -e: the command's exit
 # code is script's), else "python3 PATH" (a python3 with the pty module,
-# for pty.py), else "none WHY". Busybox's script applet has no -e, so it
+# for pty.py), else "none WHY" (also when there is no /dev/ptmx to make a
+# terminal with). Busybox's script applet has no -e, so it
 # does not count. The engine asks once per Env.
 corral_ptyprobe() {
 	set -f
+	if ! [ -c /dev/ptmx ]; then echo "none no /dev/ptmx in the sandbox"; return 0; fi
 	if findprog script; then
 		case $("$fp" -V 2>&1) in
 		*util-linux*) echo "script $fp"; return 0 ;;
