@@ -33,7 +33,10 @@
 //     state (/tmp/.corral);
 //   - labels dev.corral.managed=true, dev.corral.owner=OWNER,
 //     dev.corral.config=HASH (image and options), dev.corral.persist and
-//     dev.corral.target.
+//     dev.corral.target;
+//   - unless persist=true, HostConfig.AutoRemove: the engine deletes the
+//     container the moment it stops, as `docker run --rm` does, so a
+//     sandbox is never left behind by a supervisor that exits.
 //
 // The container's main command idles in a loop any POSIX sh runs
 // (busybox has no `sleep infinity`) and exits at once on SIGTERM.
@@ -55,11 +58,13 @@
 // supervisor that crashed and restarts with the same owner and target finds
 // its sandbox (by name, then checking the managed, owner and config labels)
 // and re-uses it: detached processes are re-attached with
-// env.Environment.Attach. A stopped sandbox is started again (its
-// processes are gone). A container of that name that is not a sandbox of
-// this owner and configuration is an error naming the fix. Two supervisors
-// with the same owner that open the same target share one sandbox, and the
-// first to Close removes it: give each its own name=, or persist=true.
+// env.Environment.Attach. A stopped persist=true sandbox is started again
+// (its processes are gone); any other one is deleted by the engine when it
+// stops, and a new one is created. A container of that name that is not a
+// sandbox of this owner and configuration is an error naming the fix. Two
+// supervisors with the same owner that open the same target share one
+// sandbox, and the first to Close removes it: give each its own name=, or
+// persist=true.
 //
 // [Reap] removes sandboxes left behind by crashed supervisors (an explicit
 // command calls it; nothing reaps implicitly).
@@ -68,9 +73,19 @@
 //
 // Close kills the processes started without Spec.Detach (the nohup
 // engine's rule), then, for a docker-image target without persist=true,
-// force-removes the container with everything in it, detached processes
-// included. docker:// containers and persistent sandboxes are left
-// running. Close always releases the engine connection.
+// ends the container with everything in it, detached processes included:
+// it renames the container out of the way (corral-closed-ID, so the
+// target's name is free at once) and stops it with SIGTERM, which its
+// main command obeys at once, taking every process of the container with
+// it. Close returns then, while the engine deletes the container
+// (AutoRemove) — the work `docker run --rm` waits for — and a goroutine
+// checks that it does, removing it by force when it does not within 10 s.
+// [WaitRemoved] waits for those checks and reports failures: a supervisor
+// calls it before it exits, or before it verifies that nothing is left.
+// A container that refuses the signal is force-removed, and one whose
+// name could not be freed is waited for until it is gone, before Close
+// returns. docker:// containers and persistent sandboxes are left running.
+// Close always releases the engine connection.
 //
 // # Name, errors
 //
@@ -94,6 +109,17 @@
 // chunks of up to 4 MiB per call, so each byte of a log crosses the engine
 // once; exits are noticed by the nohup engine's long polls (an exit within
 // a step of 5 to 50 ms inside the container).
+//
+// A one-shot docker-image:// sandbox (Open, one command, Close) is
+// measured against `docker run --rm IMAGE true` (BenchmarkImageSandbox).
+// Creating it is one create call (a missing image is known from the
+// engine's answer; the engine's CPU count is asked once per engine and
+// process, while the name is looked up), and its start, the engine's work
+// and most of the time, is docker run's. The command then costs one exec
+// more than docker run (the runtime entering the container, tens of
+// milliseconds, more on a loaded machine), while Close is a rename and a
+// signal, leaving the deletion that docker run --rm waits for to the
+// engine.
 //
 // # Engine
 //

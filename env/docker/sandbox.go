@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -58,58 +59,115 @@ type sandbox struct {
 	name   string
 	target Target
 	log    *slog.Logger
+	// autoRemove is the container's HostConfig.AutoRemove: the engine
+	// deletes it as soon as it stops (every non-persistent sandbox this
+	// version creates).
+	autoRemove bool
 }
 
 // ensureSandbox finds the target's container (same name, managed by corral,
 // same owner and configuration) and starts it if it stopped, or creates it.
 // Creation races with another supervisor are resolved by the engine's name
-// uniqueness: the loser finds the winner's container.
+// uniqueness: the loser finds the winner's container. A container it
+// created and could not start is removed before the error is returned.
 func ensureSandbox(ctx context.Context, cli *client.Client, t Target, owner string, log *slog.Logger) (*sandbox, error) {
 	name := t.containerName(owner)
+	// The engine's CPU count (for the default limit) is looked up while
+	// the name is: each is a round trip, neither needs the other.
+	var cpus func() float64
+	if t.Sandbox.CPUs == 0 {
+		cpus = defaultCPUs(ctx, cli)
+	}
 	delay := 10 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		id, err := findSandbox(ctx, cli, t, name, owner)
+		found, err := findSandbox(ctx, cli, t, name, owner)
 		if err != nil {
 			return nil, err
 		}
-		if id == "" {
-			id, err = createSandbox(ctx, cli, t, name, owner)
-			// Someone else is creating it: the engine reserves the name
-			// before the container can be inspected, so wait for it to
-			// appear rather than fail.
-			if cerrdefs.IsConflict(err) && attempt < 40 {
-				select {
-				case <-ctx.Done():
-					return nil, fmt.Errorf("docker: sandbox %s: %w", name, ctx.Err())
-				case <-time.After(delay):
-				}
-				delay = min(2*delay, 250*time.Millisecond)
-				continue
-			}
-			if err != nil {
+		if found != nil {
+			log.Info("docker: re-using sandbox", "container", name, "id", shortID(found.id))
+			if err := startSandbox(ctx, cli, found.id, name); err != nil {
 				return nil, err
 			}
-			log.Info("docker: created sandbox", "container", name, "id", shortID(id), "image", t.Image)
-		} else {
-			log.Info("docker: re-using sandbox", "container", name, "id", shortID(id))
+			return &sandbox{cli: cli, id: found.id, name: name, target: t, log: log, autoRemove: found.autoRemove}, nil
 		}
-		if err := startSandbox(ctx, cli, id, name); err != nil {
+		limit := t.Sandbox.CPUs
+		if cpus != nil {
+			limit = cpus()
+		}
+		id, err := createSandbox(ctx, cli, t, name, owner, limit)
+		// Someone else is creating it: the engine reserves the name before
+		// the container can be inspected, so wait for it to appear rather
+		// than fail.
+		if cerrdefs.IsConflict(err) && attempt < 40 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("docker: sandbox %s: %w", name, ctx.Err())
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 250*time.Millisecond)
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
-		return &sandbox{cli: cli, id: id, name: name, target: t, log: log}, nil
+		sb := &sandbox{cli: cli, id: id, name: name, target: t, log: log, autoRemove: !t.Sandbox.Persist}
+		// Just created, so neither running nor paused: no inspect first.
+		if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+			err = fmt.Errorf("docker: start sandbox %s: %w", name, err)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			defer cancel()
+			return nil, errors.Join(err, sb.forceRemove(rctx))
+		}
+		log.Info("docker: created sandbox", "container", name, "id", shortID(id), "image", t.Image)
+		return sb, nil
 	}
 }
 
-// findSandbox returns the ID of the container called name when it is a
-// sandbox of this owner and configuration, "" when there is none, and an
-// error naming the fix when the name is taken by something else.
-func findSandbox(ctx context.Context, cli *client.Client, t Target, name, owner string) (string, error) {
+// engineCPUs caches the CPU count of each engine (by address) for the
+// default CPU limit: it does not change while the engine runs, and asking
+// is the slowest call of a sandbox's creation.
+var engineCPUs sync.Map // daemon host → int
+
+// defaultCPUs starts looking up the default CPU limit, DefaultCPUs capped
+// at the engine's CPU count (the engine refuses a limit above it, and the
+// default must work on a small machine), and returns the function that
+// waits for the answer. An engine that does not say gets DefaultCPUs.
+func defaultCPUs(ctx context.Context, cli *client.Client) func() float64 {
+	host := cli.DaemonHost()
+	if n, ok := engineCPUs.Load(host); ok {
+		return func() float64 { return min(DefaultCPUs, float64(n.(int))) }
+	}
+	done := make(chan float64, 1)
+	go func() {
+		cpus := DefaultCPUs
+		if info, err := cli.Info(ctx, client.InfoOptions{}); err == nil && info.Info.NCPU > 0 {
+			engineCPUs.Store(host, info.Info.NCPU)
+			cpus = min(cpus, float64(info.Info.NCPU))
+		}
+		done <- cpus
+	}()
+	return sync.OnceValue(func() float64 { return <-done })
+}
+
+// foundSandbox is the container findSandbox found.
+type foundSandbox struct {
+	id         string
+	autoRemove bool
+}
+
+// findSandbox returns the container called name when it is a sandbox of
+// this owner and configuration, nil when there is none, and an error naming
+// the fix when the name is taken by something else. A non-persistent
+// sandbox that stopped (the engine deletes it) or is being removed is
+// waited for until it is gone, and then there is none.
+func findSandbox(ctx context.Context, cli *client.Client, t Target, name, owner string) (*foundSandbox, error) {
 	res, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", sandboxError("inspect", name, err)
+		return nil, sandboxError("inspect", name, err)
 	}
 	c := res.Container
 	var labels map[string]string
@@ -118,47 +176,56 @@ func findSandbox(ctx context.Context, cli *client.Client, t Target, name, owner 
 	}
 	switch {
 	case labels[LabelManaged] != "true":
-		return "", fmt.Errorf("docker: container %s exists and is not a corral sandbox; choose another name= or remove it (docker rm -f %s)", name, name)
+		return nil, fmt.Errorf("docker: container %s exists and is not a corral sandbox; choose another name= or remove it (docker rm -f %s)", name, name)
 	case labels[LabelOwner] != owner:
-		return "", fmt.Errorf("docker: sandbox %s belongs to %q, not %q; choose another name= or remove it (docker rm -f %s)", name, labels[LabelOwner], owner, name)
+		return nil, fmt.Errorf("docker: sandbox %s belongs to %q, not %q; choose another name= or remove it (docker rm -f %s)", name, labels[LabelOwner], owner, name)
 	case labels[LabelConfig] != t.configHash():
-		return "", fmt.Errorf("docker: sandbox %s was created for another image or other options (%s); choose another name= or remove it (docker rm -f %s)", name, labels[LabelTarget], name)
+		return nil, fmt.Errorf("docker: sandbox %s was created for another image or other options (%s); choose another name= or remove it (docker rm -f %s)", name, labels[LabelTarget], name)
 	}
-	if c.State != nil && (c.State.Status == container.StateRemoving || c.State.Dead) {
-		return "", fmt.Errorf("docker: sandbox %s is being removed or dead; retry, or remove it (docker rm -f %s): %w", name, name, env.ErrUnavailable)
+	autoRemove := c.HostConfig != nil && c.HostConfig.AutoRemove
+	st := c.State
+	if st == nil {
+		return &foundSandbox{id: c.ID, autoRemove: autoRemove}, nil
 	}
-	return c.ID, nil
+	switch {
+	case autoRemove && (st.Status == container.StateExited || st.Dead):
+		// Stopped, so the engine deletes it (or, dead, could not): it is
+		// disposable, a new one is made once it is gone.
+		err = awaitRemoval(ctx, cli, c.ID, removalGrace)
+	case st.Status == container.StateRemoving:
+		err = waitGone(ctx, cli, c.ID, removalGrace)
+	case st.Dead:
+		err = errors.New("dead")
+	default:
+		return &foundSandbox{id: c.ID, autoRemove: autoRemove}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("docker: sandbox %s is being removed or dead; retry, or remove it (docker rm -f %s): %w: %w", name, name, env.ErrUnavailable, err)
+	}
+	return nil, nil
 }
 
-func createSandbox(ctx context.Context, cli *client.Client, t Target, name, owner string) (string, error) {
-	if _, err := cli.ImageInspect(ctx, t.Image); err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("docker: image %q not found; build it with scripts/build-test-image.sh (for corral-test-busybox) or docker pull/import it", t.Image)
-		}
-		return "", sandboxError("inspect image", t.Image, err)
-	}
-	cpus := t.Sandbox.CPUs
-	if cpus == 0 {
-		cpus = DefaultCPUs
-		// The engine refuses a limit above its CPU count; the default must
-		// work on a small machine.
-		if info, err := cli.Info(ctx, client.InfoOptions{}); err == nil && info.Info.NCPU > 0 {
-			cpus = min(cpus, float64(info.Info.NCPU))
-		}
-	}
+// createSandbox creates the container; a missing image is the error
+// naming the fix. The engine's answer to the create says so, which spares
+// an image inspect first.
+func createSandbox(ctx context.Context, cli *client.Client, t Target, name, owner string, cpus float64) (string, error) {
 	config, host := sandboxConfig(t, name, owner, cpus)
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       name,
 		Config:     config,
 		HostConfig: host,
 	})
-	if err != nil {
-		if cerrdefs.IsConflict(err) {
-			return "", err
+	switch {
+	case err == nil:
+		return created.ID, nil
+	case cerrdefs.IsConflict(err):
+		return "", err
+	case cerrdefs.IsNotFound(err):
+		if _, ierr := cli.ImageInspect(ctx, t.Image); cerrdefs.IsNotFound(ierr) {
+			return "", fmt.Errorf("docker: image %q not found; build it with scripts/build-test-image.sh (for corral-test-busybox) or docker pull/import it", t.Image)
 		}
-		return "", fmt.Errorf("docker: create sandbox %s from %s: %w", name, t.Image, err)
 	}
-	return created.ID, nil
+	return "", fmt.Errorf("docker: create sandbox %s from %s: %w", name, t.Image, err)
 }
 
 // sandboxConfig is the hardened container configuration of a sandbox (see
@@ -192,6 +259,10 @@ func sandboxConfig(t Target, name, owner string, cpus float64) (*container.Confi
 	}
 	init := true
 	host := &container.HostConfig{
+		// A sandbox that is not kept is deleted by the engine the moment it
+		// stops: Close only has to stop it, and nothing is left behind even
+		// when the supervisor exits right after.
+		AutoRemove:     !o.Persist,
 		Init:           &init,
 		CapDrop:        []string{"ALL"},
 		CapAdd:         Capabilities,
@@ -243,15 +314,187 @@ func startSandbox(ctx context.Context, cli *client.Client, id, name string) erro
 	return nil
 }
 
-// remove deletes the sandbox container with everything in it. A container
-// already gone is not an error.
+// remove ends the sandbox and everything in it. A container already gone
+// is not an error.
+//
+// A sandbox the engine deletes when it stops (AutoRemove) is stopped with
+// SIGTERM — its main command exits at once, and with it PID 1 of the
+// container, which takes every process in it along — and, in the same
+// breath, renamed out of the way, so its name is free for the next sandbox
+// of the target. remove returns then, with the engine deleting the
+// container; a goroutine checks that it does (forcing the removal when it
+// does not), and [WaitRemoved] waits for that check. Any other sandbox, or
+// one that refuses the signal, is force-removed before remove returns.
 func (s *sandbox) remove(ctx context.Context) error {
+	if !s.autoRemove {
+		return s.forceRemove(ctx)
+	}
+	killed := make(chan error, 1)
+	go func() {
+		_, err := s.cli.ContainerKill(ctx, s.id, client.ContainerKillOptions{Signal: "TERM"})
+		if cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running")) {
+			err = nil // stopped already: the engine deletes it
+		}
+		killed <- err
+	}()
+	_, renameErr := s.cli.ContainerRename(ctx, s.id, client.ContainerRenameOptions{NewName: closedName(s.id)})
+	if err := <-killed; err != nil {
+		s.log.Debug("docker: stopping sandbox failed, removing it", "container", s.name, "err", err)
+		return s.forceRemove(ctx)
+	}
+	switch {
+	case renameErr == nil:
+	case cerrdefs.IsNotFound(renameErr):
+		s.log.Info("docker: removed sandbox", "container", s.name)
+		return nil
+	default:
+		// Stopped, but the name was not freed (the engine was already
+		// deleting the container, say): wait for the deletion, which frees
+		// it.
+		if err := awaitRemoval(ctx, s.cli, s.id, removalGrace); err != nil {
+			return fmt.Errorf("docker: remove sandbox %s: %w", s.name, err)
+		}
+		s.log.Info("docker: removed sandbox", "container", s.name)
+		return nil
+	}
+	pending.track(s)
+	return nil
+}
+
+// forceRemove deletes the container in one call, killing it first if it
+// runs; it returns when the container is gone.
+func (s *sandbox) forceRemove(ctx context.Context) error {
 	_, err := s.cli.ContainerRemove(ctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+	if isRemovalInProgress(err) {
+		err = awaitRemoval(ctx, s.cli, s.id, closeTimeout)
+	}
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("docker: remove sandbox %s: %w", s.name, err)
 	}
 	s.log.Info("docker: removed sandbox", "container", s.name)
 	return nil
+}
+
+// closedName is the name a closed sandbox has while the engine deletes
+// it: unique (the container's ID), and still a corral-… name for people.
+func closedName(id string) string { return "corral-closed-" + shortID(id) }
+
+// removalGrace is how long a stopped sandbox may take to be deleted by the
+// engine before it is removed by force.
+const removalGrace = 10 * time.Second
+
+// awaitRemoval waits up to grace for the container to be gone, then
+// removes it by force and waits for that (within ctx). Gone already is
+// success.
+func awaitRemoval(ctx context.Context, cli *client.Client, id string, grace time.Duration) error {
+	if err := waitGone(ctx, cli, id, grace); err == nil || ctx.Err() != nil {
+		return err
+	}
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if !isRemovalInProgress(err) {
+		return err
+	}
+	return waitGone(ctx, cli, id, closeTimeout)
+}
+
+// waitGone waits, for at most d, for the engine to report the container
+// removed; a container that is not there counts as removed.
+func waitGone(ctx context.Context, cli *client.Client, id string, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	w := cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	select {
+	case res := <-w.Result:
+		if res.Error != nil && res.Error.Message != "" {
+			return fmt.Errorf("docker: wait for removal of %s: %s", shortID(id), res.Error.Message)
+		}
+		return nil
+	case err := <-w.Error:
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("docker: wait for removal of %s: %w", shortID(id), err)
+	}
+}
+
+// pending is this process's removals in flight: sandboxes that Close
+// stopped and the engine is deleting, each checked by a goroutine.
+var pending removals
+
+type removals struct {
+	mu   sync.Mutex
+	n    int           // removals in flight
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+	errs []error       // removals that failed, until WaitRemoved reports them
+}
+
+// track checks in the background that the engine deletes the stopped
+// sandbox s, and removes it by force when it does not.
+func (r *removals) track(s *sandbox) {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.n++
+	r.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), removalGrace+closeTimeout)
+		defer cancel()
+		err := awaitRemoval(ctx, s.cli, s.id, removalGrace)
+		// Close released the engine connections already; this drops the
+		// ones the check opened again (the client stays usable).
+		s.cli.Close()
+		if err != nil {
+			s.log.Error("docker: sandbox not removed", "container", s.name, "id", shortID(s.id), "err", err)
+			err = fmt.Errorf("docker: remove sandbox %s (now %s): %w", s.name, closedName(s.id), err)
+		} else {
+			s.log.Info("docker: removed sandbox", "container", s.name)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil {
+			r.errs = append(r.errs, err)
+		}
+		if r.n--; r.n == 0 {
+			close(r.idle)
+			r.idle = nil
+		}
+	}()
+}
+
+// wait returns a channel closed once no removal is in flight.
+func (r *removals) wait() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.idle == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return r.idle
+}
+
+// WaitRemoved waits until every sandbox closed in this process is gone
+// from the engine, or ctx ends. Close of a docker-image:// Environment
+// stops the sandbox and returns while the engine deletes it; a supervisor
+// calls WaitRemoved before it exits, or before it checks that nothing is
+// left. It returns the removals that failed since the last call (the
+// containers are then left for [Reap], under the name corral-closed-ID),
+// or ctx's error.
+func WaitRemoved(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("docker: wait for sandbox removals: %w", ctx.Err())
+	case <-pending.wait():
+	}
+	pending.mu.Lock()
+	defer pending.mu.Unlock()
+	err := errors.Join(pending.errs...)
+	pending.errs = nil
+	return err
 }
 
 func isRemovalInProgress(err error) bool {

@@ -1,14 +1,24 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -55,23 +65,33 @@ func TestEnsureSandboxCreatesHardenedContainer(t *testing.T) {
 		t.Errorf("labels %v", c.Config.Labels)
 	}
 
-	// Found again, not duplicated — also after it was stopped (a host
-	// reboot, a `docker stop`): then it is started again.
+	if !c.HostConfig.AutoRemove {
+		t.Error("a sandbox that is not kept is not AutoRemove: the engine would leave it behind when it stops")
+	}
+
+	// Found again, not duplicated.
 	again, err := ensureSandbox(ctx, cli, tg, owner, discardLogger())
 	if err != nil || again.id != sb.id {
 		t.Fatalf("second ensureSandbox: %v, id %s want %s", err, again.id, sb.id)
 	}
+	// Stopped (a host reboot, a `docker stop`), it is deleted by the
+	// engine: its processes are gone anyway, and a new one is made.
 	timeout := 1
 	if _, err := cli.ContainerStop(ctx, sb.id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
 		t.Fatal(err)
 	}
 	again, err = ensureSandbox(ctx, cli, tg, owner, discardLogger())
-	if err != nil || again.id != sb.id {
-		t.Fatalf("ensureSandbox of a stopped sandbox: %v, id %s want %s", err, again.id, sb.id)
+	if err != nil || again.id == sb.id {
+		t.Fatalf("ensureSandbox after the sandbox stopped: %v, id %s, want a new one", err, again.id)
 	}
-	if err := NewTransport(cli, sb.id, "").checkRunning(ctx); err != nil {
-		t.Errorf("restarted sandbox: %v", err)
+	t.Cleanup(func() { _ = again.remove(testContext(t)) })
+	if _, err := cli.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("stopped sandbox still there: %v", err)
 	}
+	if err := NewTransport(cli, again.id, "").checkRunning(ctx); err != nil {
+		t.Errorf("new sandbox: %v", err)
+	}
+	sb = again
 
 	// The same name with other options, or for another owner, is refused
 	// with the fix.
@@ -82,6 +102,36 @@ func TestEnsureSandboxCreatesHardenedContainer(t *testing.T) {
 	same := mustTarget(t, "docker-image://"+testImage+"?network=none&pids=200&name="+sb.name)
 	if _, err := ensureSandbox(ctx, cli, same, "someone-else", discardLogger()); err == nil || !strings.Contains(err.Error(), "belongs to") {
 		t.Errorf("same name, other owner: %v", err)
+	}
+}
+
+// A persistent sandbox that stopped is started again, the same container.
+func TestEnsureSandboxRestartsStoppedPersistent(t *testing.T) {
+	cli := requireEngine(t)
+	ctx := testContext(t)
+	tg := mustTarget(t, "docker-image://"+testImage+"?persist=true")
+	sb, err := ensureSandbox(ctx, cli, tg, "test-"+randomSuffix(), discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.remove(testContext(t)) })
+	res, err := cli.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Container.HostConfig.AutoRemove {
+		t.Error("a persistent sandbox is AutoRemove")
+	}
+	timeout := 1
+	if _, err := cli.ContainerStop(ctx, sb.id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ensureSandbox(ctx, cli, tg, res.Container.Config.Labels[LabelOwner], discardLogger())
+	if err != nil || again.id != sb.id {
+		t.Fatalf("ensureSandbox of a stopped persistent sandbox: %v, id %s want %s", err, again.id, sb.id)
+	}
+	if err := NewTransport(cli, sb.id, "").checkRunning(ctx); err != nil {
+		t.Errorf("restarted sandbox: %v", err)
 	}
 }
 
@@ -188,4 +238,158 @@ func TestReap(t *testing.T) {
 	if !exists(foreign) || !exists(otherOwner.id) {
 		t.Error("reap touched a container that is not this owner's sandbox")
 	}
+}
+
+// A sandbox whose container cannot start (here: its tmpfs is to be
+// mounted on /tmp, which the image has as a file) leaves no container
+// behind.
+func TestEnsureSandboxStartFailureLeavesNothing(t *testing.T) {
+	cli := requireEngine(t)
+	ctx := testContext(t)
+	image := "corral-test-badtmp-" + randomSuffix() + ":latest"
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	if err := tw.WriteHeader(&tar.Header{Name: "tmp", Mode: 0o644, Size: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write([]byte("x\n"))
+	tw.Close()
+	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &tarball, SourceName: "-"}, image, client.ImageImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res)
+	res.Close()
+	t.Cleanup(func() { _, _ = cli.ImageRemove(testContext(t), image, client.ImageRemoveOptions{Force: true}) })
+
+	// A persistent sandbox is not AutoRemove: the engine leaves it.
+	for _, query := range []string{"", "?persist=true"} {
+		owner := "test-badtmp-" + randomSuffix()
+		_, err = ensureSandbox(ctx, cli, mustTarget(t, "docker-image://"+image+query), owner, discardLogger())
+		if err == nil || !strings.Contains(err.Error(), "start sandbox") {
+			t.Fatalf("sandbox%s that cannot mount its /tmp: %v, want a start error", query, err)
+		}
+		if left := sandboxesOf(t, cli, owner); len(left) > 0 {
+			t.Errorf("a failed start%s left containers behind: %v", query, left)
+		}
+	}
+}
+
+// Close frees the sandbox's name at once: the same target opens a new
+// sandbox straight away, while the engine deletes the old one, which
+// WaitRemoved sees through.
+func TestSandboxCloseThenReopen(t *testing.T) {
+	cli := requireEngine(t)
+	ctx := testContext(t)
+	owner := "test-reopen-" + randomSuffix()
+	target := "docker-image://" + testImage
+	ids := make([]string, 3)
+	for i := range ids {
+		e, err := Open(ctx, target, Options{Owner: owner, Logger: discardLogger()})
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		res, err := cli.ContainerInspect(ctx, strings.TrimPrefix(e.Name(), SchemeContainer), client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.Container.ID
+		if _, err := e.Start(ctx, env.Spec{Command: "sleep 300", Detach: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatalf("Close %d: %v", i, err)
+		}
+	}
+	if ids[0] == ids[1] || ids[1] == ids[2] {
+		t.Errorf("a closed sandbox was re-used: %v", ids)
+	}
+	if err := WaitRemoved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := sandboxesOf(t, cli, owner); len(left) > 0 {
+		t.Errorf("after WaitRemoved: %v left", left)
+	}
+}
+
+// The engine deletes a closed sandbox even when the supervisor exits the
+// moment Close returns, without WaitRemoved: nothing is leaked. The
+// supervisor is this test binary, run again as a helper.
+func TestSandboxGoneAfterCloseAndExit(t *testing.T) {
+	if target := os.Getenv("CORRAL_TEST_SANDBOX_HELPER"); target != "" {
+		sandboxHelper(target)
+		return
+	}
+	cli := requireEngine(t)
+	ctx := testContext(t)
+	owner := "test-exit-" + randomSuffix()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSandboxGoneAfterCloseAndExit$")
+	cmd.Env = append(os.Environ(), "CORRAL_TEST_SANDBOX_HELPER=docker-image://"+testImage, "CORRAL_TEST_SANDBOX_OWNER="+owner)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	id := strings.TrimSpace(string(out))
+	if len(id) != 64 {
+		t.Fatalf("helper printed %q, want a container ID", out)
+	}
+	// The helper is gone; the engine finishes the job on its own.
+	if err := waitGone(ctx, cli, id, time.Minute); err != nil {
+		t.Fatalf("sandbox %s after its supervisor closed it and exited: %v", shortID(id), err)
+	}
+	if left := sandboxesOf(t, cli, owner); len(left) > 0 {
+		t.Errorf("containers of the helper left: %v", left)
+	}
+}
+
+// sandboxHelper opens target, runs a detached and a foreground process,
+// closes the Environment, prints the container's ID and exits at once.
+func sandboxHelper(target string) {
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	e, err := Open(ctx, target, Options{Owner: os.Getenv("CORRAL_TEST_SANDBOX_OWNER"), Logger: discardLogger()})
+	if err != nil {
+		fail(err)
+	}
+	cli, err := connect(ctx, "")
+	if err != nil {
+		fail(err)
+	}
+	res, err := cli.ContainerInspect(ctx, strings.TrimPrefix(e.Name(), SchemeContainer), client.ContainerInspectOptions{})
+	if err != nil {
+		fail(err)
+	}
+	if _, err := e.Start(ctx, env.Spec{Command: "sleep 300", Detach: true}); err != nil {
+		fail(err)
+	}
+	p, err := e.Start(ctx, env.Spec{Command: "true"})
+	if err != nil {
+		fail(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		fail(err)
+	}
+	if err := e.Close(); err != nil {
+		fail(err)
+	}
+	fmt.Println(res.Container.ID)
+	os.Exit(0)
+}
+
+// sandboxesOf lists the names of owner's containers.
+func sandboxesOf(t *testing.T, cli *client.Client, owner string) []string {
+	t.Helper()
+	list, err := cli.ContainerList(testContext(t), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelOwner+"="+owner)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range list.Items {
+		names = append(names, strings.Join(c.Names, ","))
+	}
+	return names
 }

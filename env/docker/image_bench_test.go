@@ -1,0 +1,89 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+)
+
+// BenchmarkImageSandbox compares a one-shot sandbox through corral (Open
+// of a docker-image:// target, a foreground `true`, Close) with
+// `docker run --rm IMAGE true` by the docker CLI. Both name a fresh
+// container per iteration, as `docker run` does. Close returns while the
+// engine deletes the container; the benchmark's time includes waiting for
+// the last removals (WaitRemoved), and it fails when a container of its
+// owner is left.
+func BenchmarkImageSandbox(b *testing.B) {
+	cli := requireEngine(b)
+	b.Run("corral", func(b *testing.B) {
+		owner := "bench-" + randomSuffix()
+		ctx := context.Background()
+		opts := Options{Owner: owner, Residents: benchResidents(), Logger: discardLogger()}
+		// b.N rather than b.Loop: the wait for the last removals is timed
+		// too.
+		for range b.N {
+			runImageSandboxOnce(b, ctx, SchemeImage+testImage+"?name=corral-bench-"+randomSuffix(), opts)
+		}
+		if err := WaitRemoved(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		requireNoSandboxes(b, cli, owner)
+	})
+	b.Run("baseline", func(b *testing.B) {
+		if _, err := exec.LookPath("docker"); err != nil {
+			b.Skip("no docker CLI")
+		}
+		for b.Loop() {
+			if out, err := exec.Command("docker", "run", "--rm", testImage, "true").CombinedOutput(); err != nil {
+				b.Fatalf("docker run: %v\n%s", err, out)
+			}
+		}
+	})
+}
+
+// runImageSandboxOnce is what `corral run --target docker-image://…
+// true` asks of the backend.
+func runImageSandboxOnce(b *testing.B, ctx context.Context, target string, opts Options) {
+	e, err := Open(ctx, target, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := e.Start(ctx, env.Spec{Command: "true"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := p.Output(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		b.Fatal(err)
+	}
+	r.Close()
+	if st, err := p.Wait(ctx); err != nil || !st.Success() {
+		b.Fatalf("Wait: %v, %v", st, err)
+	}
+	if err := e.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// requireNoSandboxes fails when a container of owner is left.
+func requireNoSandboxes(b *testing.B, cli *client.Client, owner string) {
+	b.Helper()
+	ctx := context.Background()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelOwner+"="+owner)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(list.Items) > 0 {
+		b.Fatalf("%d sandboxes left after Close, first %v", len(list.Items), list.Items[0].Names)
+	}
+}
