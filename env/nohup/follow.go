@@ -36,8 +36,7 @@ type followStream struct {
 	cancel  context.CancelFunc
 	release func() // gives the long-poll slot back, once
 	done    chan struct{}
-	left    int64 // bytes of the current D frame still to read
-	what    string
+	left    int64       // bytes of the current D frame still to read
 	ended   atomic.Bool // an E or T frame was read: the script ends by itself
 }
 
@@ -53,16 +52,25 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 	default:
 		return nil
 	}
-	what := "wait"
+	// Counted under the lock Close takes to mark the Env closed, so that
+	// Close, which waits for the follows, never misses one.
+	p.e.mu.Lock()
+	if p.e.closed {
+		p.e.mu.Unlock()
+		<-p.e.longPolls
+		return nil
+	}
+	p.e.follows.Add(1)
+	p.e.mu.Unlock()
 	flag := "0"
 	if data {
-		what, flag = "output", "1"
+		flag = "1"
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stopLife := context.AfterFunc(p.e.life, cancel)
 	pr, pw := io.Pipe()
 	f := &followStream{
-		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{}), what: what,
+		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{}),
 		release: sync.OnceFunc(func() { <-p.e.longPolls }),
 	}
 	r := p.ref
@@ -72,7 +80,6 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 	// A reader closed from another goroutine cancels ctx: the pipe must
 	// close too, or the transport's copy into it blocks forever.
 	stopClosing := context.AfterFunc(ctx, func() { pr.Close() })
-	p.e.follows.Add(1)
 	go func() {
 		defer p.e.follows.Done()
 		defer close(f.done)
