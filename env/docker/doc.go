@@ -105,10 +105,14 @@
 // execs with stdin attached that stay open, each a shell with the engine's
 // library loaded, so a call is one request and one reply on the hijacked
 // connection. A call that finds no free resident (or none can be started)
-// runs as an exec of its own, as Write does. Output is read by byte offset in
-// chunks of up to 4 MiB per call, so each byte of a log crosses the engine
-// once; exits are noticed by the nohup engine's long polls (an exit within
-// a step of 5 to 50 ms inside the container).
+// runs as an exec of its own, as Write does. A running process's output and
+// exit reach the engine on a follow: one exec per reader that streams the
+// log as it grows, in 64 KiB writes of one dd, and reports the exit when it
+// happens (within a step of 5 to 20 ms inside the container while the
+// process is young). Each byte of a log crosses the engine once, at about
+// the speed of `docker exec C cat` (BenchmarkLogRead). Up to 64 follows
+// run per container; beyond them, readers poll by byte offset in chunks
+// of up to 4 MiB per call.
 //
 // A one-shot docker-image:// sandbox (Open, one command, Close) is
 // measured against `docker run --rm IMAGE true` (BenchmarkImageSandbox).
