@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
+	"github.com/corralhq/corral/plugins"
 )
 
 // requireBwrap skips when bubblewrap cannot run here (not installed, or no
@@ -53,14 +54,32 @@ func namedSandbox(t *testing.T) string {
 	return "bwrap://" + name + "?state=" + state
 }
 
-// TestConformanceBwrap runs the shared suite through the bubblewrap plugin.
+// TestConformanceBwrap runs the shared suite through the bubblewrap plugin,
+// whose engine runs its calls on resident shells (see resident_test.go).
 func TestConformanceBwrap(t *testing.T) {
 	requireBwrap(t)
 	target := namedSandbox(t)
+	opts, entries := countEntries(t)
 	envtest.Run(t, envtest.Config{
 		// the sandbox runs on this machine, under the test.
 		SignalBaseline: envtest.LocalSignalBaseline,
-		New:            func(t *testing.T) env.Environment { return openPlugin(t, target) },
+		New: func(t *testing.T) env.Environment {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e, err := plugins.Open(ctx, target, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
+	})
+	// The suite's tests are parallel: they are done at cleanup.
+	t.Cleanup(func() {
+		shells, execs := entries.counts(t)
+		t.Logf("sandbox entries: %d resident shells, %d execs", shells, execs)
+		if shells == 0 {
+			t.Error("the suite ran without resident shells")
+		}
 	})
 }
 

@@ -231,6 +231,13 @@ func (s *sandbox) Exec(ctx context.Context, script string, stdin io.Reader, stdo
 	cmd := exec.CommandContext(ctx, "nsenter", "--target", strconv.Itoa(s.rec.PID),
 		"--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "/bin/sh", "-c", script)
 	cmd.Stdin, cmd.Stdout = stdin, stdout
+	// To enter the PID namespace, nsenter forks: the script's shell is its
+	// child, and outlives it. A call given up (ctx done, as when the engine
+	// cuts a follow) must end the shell too, or Wait would hold on to the
+	// pipes it keeps open for WaitDelay: nsenter gets a process group of
+	// its own, and the whole group is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var errBuf bytes.Buffer
 	if stderr != nil {
 		cmd.Stderr = io.MultiWriter(stderr, &errBuf)
