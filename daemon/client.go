@@ -187,11 +187,11 @@ func (c *Client) Poll(ctx context.Context, id string, since int64) (registry.Pol
 func (c *Client) Follow(ctx context.Context, id string, since int64, onChunk func(OutputChunk) error) (registry.Info, error) {
 	q := url.Values{"since": {strconv.FormatInt(since, 10)}, "follow": {"1"}}
 	var final registry.Info
+	var ch OutputChunk // its Data is reused: onChunk must not keep it
 	err := c.stream(ctx, http.MethodGet, "/processes/"+url.PathEscape(id)+"/output", q, nil, func(event string, data []byte) (bool, error) {
 		switch event {
 		case "output":
-			var ch OutputChunk
-			if err := json.Unmarshal(data, &ch); err != nil {
+			if err := decodeChunk(data, &ch); err != nil {
 				return false, err
 			}
 			return true, onChunk(ch)
@@ -559,6 +559,7 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 		mu.Unlock()
 	})
 	out := opts.Output
+	var ch OutputChunk // its Data is reused
 	var end RunEnd
 	gotEnd := false
 	err := c.stream(streamCtx, http.MethodPost, "/run", nil, req, func(event string, data []byte) (bool, error) {
@@ -575,8 +576,7 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 				opts.Started(in)
 			}
 		case "output":
-			var ch OutputChunk
-			if err := json.Unmarshal(data, &ch); err != nil {
+			if err := decodeChunk(data, &ch); err != nil {
 				return false, err
 			}
 			if out != nil {

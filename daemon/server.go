@@ -284,7 +284,7 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := mergeDone(r.Context(), s.ctx)
 	defer cancel()
 	pr, err := s.reg.Follow(ctx, full, since, func(pr registry.PollResult) bool {
-		return sse.send("output", OutputChunk{Offset: pr.Next - int64(len(pr.Output)), Data: pr.Output, Omitted: pr.OmittedBytes})
+		return sse.sendChunk(OutputChunk{Offset: pr.Next - int64(len(pr.Output)), Data: pr.Output, Omitted: pr.OmittedBytes})
 	})
 	switch {
 	case err != nil && ctx.Err() == nil:
@@ -490,8 +490,24 @@ func mergeDone(a, b context.Context) (context.Context, context.CancelFunc) {
 
 // sseWriter writes Server-Sent Events.
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w   http.ResponseWriter
+	f   http.Flusher
+	buf []byte // sendChunk's, reused
+}
+
+// sendChunk is send("output", ch) without encoding/json (see chunk.go).
+func (s *sseWriter) sendChunk(ch OutputChunk) bool {
+	s.buf = append(s.buf[:0], "event: output\ndata: "...)
+	s.buf = appendChunkJSON(s.buf, ch)
+	s.buf = append(s.buf, "\n\n"...)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return false
+	}
+	s.f.Flush()
+	if cap(s.buf) > 4<<20 {
+		s.buf = nil // a burst's buffer is not kept for an idle stream
+	}
+	return true
 }
 
 // startSSE starts an SSE response, or answers that this connection
@@ -575,7 +591,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	opts.Output = writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if gone || !sse.send("output", OutputChunk{Offset: offset, Data: p}) {
+		if gone || !sse.sendChunk(OutputChunk{Offset: offset, Data: p}) {
 			gone = true
 			return 0, errClientGone
 		}
