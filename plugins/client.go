@@ -171,10 +171,7 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 		SecureConfig:     secure,
 		StartTimeout:     opts.StartTimeout,
 		Logger:           wire.HCLogToSlog(opts.Logger, f.Name),
-		GRPCDialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize)),
-			grpc.WithInitialWindowSize(wire.StreamWindowSize), grpc.WithInitialConnWindowSize(wire.ConnWindowSize)},
-			opts.dialOptions...),
+		GRPCDialOptions:  append(wire.DialOptions(), opts.dialOptions...),
 	})
 	// go-plugin's start takes no context: run it aside so ctx still bounds
 	// the caller; an abandoned start is killed.

@@ -508,7 +508,7 @@ type outputReader struct {
 	off      int64
 	stream   pb.Backend_OutputClient
 	streamC  *conn
-	pending  []byte
+	pending  wire.Chunk // received, not yet read: the transport's buffers
 	eof      bool
 	closed   bool
 	restarts int
@@ -521,7 +521,7 @@ const maxStreamRestarts = 3
 func (r *outputReader) Read(b []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for len(r.pending) == 0 {
+	for r.pending.Len() == 0 {
 		if r.closed {
 			return 0, fmt.Errorf("plugin %s: %s: read after close: %w", r.p.e.found.Name, r.p.op("output"), env.ErrReleased)
 		}
@@ -539,7 +539,10 @@ func (r *outputReader) Read(b []byte) (int, error) {
 			}
 			r.stream, r.streamC = s, c
 		}
-		chunk, err := r.stream.Recv()
+		// RecvMsg into a wire.Chunk (not Recv, which would copy the
+		// data into a new OutputChunk): Read copies it out of the
+		// transport's buffers into b.
+		err := r.stream.RecvMsg(&r.pending)
 		if err == io.EOF {
 			r.eof = true
 			return 0, io.EOF
@@ -559,13 +562,11 @@ func (r *outputReader) Read(b []byte) (int, error) {
 			}
 			return 0, err
 		}
-		r.pending = chunk.GetData()
-		if len(r.pending) > 0 {
+		if r.pending.Len() > 0 {
 			r.restarts = 0
 		}
 	}
-	n := copy(b, r.pending)
-	r.pending = r.pending[n:]
+	n, _ := r.pending.Read(b)
 	r.off += int64(n)
 	return n, nil
 }
@@ -574,6 +575,7 @@ func (r *outputReader) Close() error {
 	r.cancel()
 	r.mu.Lock()
 	r.closed = true
+	r.pending.Close()
 	r.mu.Unlock()
 	return nil
 }

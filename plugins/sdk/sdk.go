@@ -134,9 +134,7 @@ func Serve(p Plugin) {
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.PluginSets(srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			opts = append(opts, grpc.MaxRecvMsgSize(wire.MaxMessageSize), grpc.MaxSendMsgSize(wire.MaxMessageSize),
-				grpc.InitialWindowSize(wire.StreamWindowSize), grpc.InitialConnWindowSize(wire.ConnWindowSize))
-			return grpc.NewServer(opts...)
+			return grpc.NewServer(append(opts, wire.ServerOptions()...)...)
 		},
 		Logger: logger,
 	})

@@ -49,6 +49,13 @@ const (
 	ConnWindowSize   = 16 << 20
 )
 
+// ReadBufferSize and WriteBufferSize are the sizes of the buffers between
+// gRPC's HTTP/2 framer and the connection, both sides.
+const (
+	ReadBufferSize  = 32 << 10
+	WriteBufferSize = 32 << 10
+)
+
 // GRPCPlugin is the go-plugin glue. Backend is set on the plugin side; the
 // host only dispenses the client.
 type GRPCPlugin struct {
