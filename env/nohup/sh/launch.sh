@@ -2,19 +2,25 @@
 # Starting a process: corral_launch and what it needs to get a fresh
 # session leader going.
 
-# findsetsid sets ss to the absolute path of setsid from PATH, with
-# builtins only (command -v would need a fork to be captured), and returns
-# 1 when there is none.
-findsetsid() {
-	ss= f_o=$IFS
+# findprog NAME sets fp to the absolute path of NAME from PATH, with
+# builtins only (command -v would need a fork to be captured), and
+# returns 1 when there is none.
+findprog() {
+	fp= f_o=$IFS
 	IFS=:
 	for f_x in $PATH; do
-		f_x=${f_x:-.}/setsid
-		if [ -x "$f_x" ] && ! [ -d "$f_x" ]; then ss=$f_x; break; fi
+		f_x=${f_x:-.}/$1
+		if [ -x "$f_x" ] && ! [ -d "$f_x" ]; then fp=$f_x; break; fi
 	done
 	IFS=$f_o
-	[ -n "$ss" ] || return 1
-	case $ss in /*) ;; *) ss=$PWD/$ss ;; esac
+	[ -n "$fp" ] || return 1
+	case $fp in /*) ;; *) fp=$PWD/$fp ;; esac
+}
+
+# findsetsid sets ss to setsid's path (see findprog).
+findsetsid() {
+	ss=
+	findprog setsid && ss=$fp
 }
 
 # detach SS SF ARGS... runs ARGS as a fresh session leader without waiting

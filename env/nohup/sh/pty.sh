@@ -13,20 +13,6 @@
 # execs Shell -c Command. So the group signal reaches script, and the
 # CORRAL_TREE scan everything on the terminal.
 
-# findprog NAME sets fp to the absolute path of NAME from PATH, with
-# builtins only, and returns 1 when there is none.
-findprog() {
-	fp= f_o=$IFS
-	IFS=:
-	for f_x in $PATH; do
-		f_x=${f_x:-.}/$1
-		if [ -x "$f_x" ] && ! [ -d "$f_x" ]; then fp=$f_x; break; fi
-	done
-	IFS=$f_o
-	[ -n "$fp" ] || return 1
-	case $fp in /*) ;; *) fp=$PWD/$fp ;; esac
-}
-
 # corral_ptyprobe prints what gives a command a terminal in this sandbox:
 # "script PATH" (util-linux script, which has -e: the command's exit
 # code is script's), else "python3 PATH" (a python3 with the pty module,
@@ -37,6 +23,7 @@ corral_ptyprobe() {
 	set -f
 	if ! [ -c /dev/ptmx ]; then echo "none no /dev/ptmx in the sandbox"; return 0; fi
 	if findprog script; then
+		# shellcheck disable=SC2154 # fp is set by findprog (launch.sh)
 		case $("$fp" -V 2>&1) in
 		*util-linux*) echo "script $fp"; return 0 ;;
 		esac
