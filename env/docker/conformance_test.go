@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,29 +24,6 @@ func TestConformance(t *testing.T) {
 	t.Run("no-residents", func(t *testing.T) { conformance(t, -1) })
 }
 
-// execOnlySkip is what the run without residents leaves out: the load
-// cases, and the groups whose outcome is the engine's and the sandbox's,
-// not the transport's (tree kills, signals, leftovers, re-attach, PTY).
-// Without residents every call is an exec, which the kept groups (exit,
-// output, stdin, spec, lifecycle) all go through; env/nohup runs the whole
-// suite without residents on three shells. Running everything twice here
-// cost CI about five minutes.
-func execOnlySkip() map[string]string {
-	keep := map[string]bool{"Exit": true, "Output": true, "Stdin": true, "Spec": true, "Lifecycle": true}
-	load := map[string]bool{"Output/Large50MB": true, "Exit/KillRacesExit100": true, "Exit/ConcurrentStarts100": true}
-	skip := map[string]string{}
-	for _, name := range envtest.Cases() {
-		group, _, _ := strings.Cut(name, "/")
-		switch {
-		case load[name]:
-			skip[name] = "a load case: run with residents"
-		case !keep[group]:
-			skip[name] = "the engine's, not the transport's: run with residents, and without them in env/nohup"
-		}
-	}
-	return skip
-}
-
 // conformance runs the suite with the Environment's resident shells as
 // Options.Residents says: on (every call but Write on a resident), or off
 // (every call an exec).
@@ -65,7 +41,7 @@ func conformance(t *testing.T, residents int) {
 	})
 	var skip map[string]string
 	if residents < 0 {
-		skip = execOnlySkip()
+		skip = envtest.TransportSkip()
 	}
 	envtest.Run(t, envtest.Config{
 		Skip: skip,

@@ -60,6 +60,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,6 +152,30 @@ func Cases() []string {
 		}
 	}
 	return names
+}
+
+// TransportSkip is Config.Skip for a second run of a nohup-based backend
+// with another transport path (resident shells off: every call an exec).
+// It keeps the groups every call goes through (exit, output, stdin, spec,
+// lifecycle) and leaves out the load cases and the groups whose outcome is
+// the engine's and the sandbox's, not the transport's (tree kills,
+// signals, leftovers, re-attach, PTY): env/nohup runs the whole suite on
+// both paths against three shells. Running everything twice per backend
+// cost CI minutes for nothing more.
+func TransportSkip() map[string]string {
+	keep := map[string]bool{"Exit": true, "Output": true, "Stdin": true, "Spec": true, "Lifecycle": true}
+	load := map[string]bool{"Output/Large50MB": true, "Exit/KillRacesExit100": true, "Exit/ConcurrentStarts100": true}
+	skip := map[string]string{}
+	for _, name := range Cases() {
+		group, _, _ := strings.Cut(name, "/")
+		switch {
+		case load[name]:
+			skip[name] = "a load case: run on the main path"
+		case !keep[group]:
+			skip[name] = "the engine's, not the transport's: run on the main path, and on both in env/nohup"
+		}
+	}
+	return skip
 }
 
 func knownCase(name string) bool {

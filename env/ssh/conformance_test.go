@@ -16,9 +16,22 @@ import (
 // the host, as Environments for one host do, so re-attach works across
 // them.
 func TestConformance(t *testing.T) {
+	t.Run("residents", func(t *testing.T) { conformance(t, 0) })
+	t.Run("no-residents", func(t *testing.T) { conformance(t, -1) })
+}
+
+// conformance runs the suite with ssh.Options.Residents as given: the
+// default (calls on resident shells), or off (a session per call), with
+// the transport's subset of the suite.
+func conformance(t *testing.T, residents int) {
 	srv := sshtest.Start(t)
 	base := t.TempDir() + "/state"
+	var skip map[string]string
+	if residents < 0 {
+		skip = envtest.TransportSkip()
+	}
 	envtest.Run(t, envtest.Config{
+		Skip: skip,
 		// sshd is started by the test, on this machine, which has
 		// util-linux script: the PTY cases run on a terminal there.
 		PTY:            true,
@@ -33,6 +46,7 @@ func TestConformance(t *testing.T) {
 				IdentityFiles:   []string{srv.ClientKey},
 				AgentSocket:     "none",
 				BaseDir:         base,
+				Residents:       residents,
 			})
 			if err != nil {
 				t.Fatalf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log())

@@ -69,9 +69,12 @@
 // one call after another (the engine's protocol, over the session this
 // package opens for it as a nohup.ShellTransport: one request and one
 // reply on an open channel, no session to open, no shell to start, no
-// library to parse). Up to half of Options.MaxSessions are residents; when all are
-// busy, and for Write (which sends stdin), an operation opens a session of
-// its own. Sessions are limited to Options.MaxSessions at a time (default
+// library to parse). Up to half of Options.MaxSessions are residents
+// (Options.Residents: another number, or none); when all are busy, and for
+// Write (which sends stdin), an operation opens a session of its own. A
+// running process's output and exit arrive on a follow, a session that
+// streams them as they happen (see env/nohup); up to four run at once, so
+// residents, follows and one-off sessions stay within MaxSessions. Sessions are limited to Options.MaxSessions at a time (default
 // 10, OpenSSH's MaxSessions); more wait for a free slot. A resident's reply
 // ends with an in-band trailer carrying the exit code, so unlike a session
 // it needs no keepalive round trip to be trusted; a resident whose call is

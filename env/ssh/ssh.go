@@ -18,10 +18,14 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 	if err != nil {
 		return nil, err
 	}
+	residents := opts.Residents
+	if residents == 0 {
+		residents = tr.MaxShells()
+	}
 	e, err := nohup.New(tr, nohup.Options{
 		Name:      tr.Name(),
 		BaseDir:   opts.BaseDir,
-		Residents: tr.MaxShells(),
+		Residents: residents,
 		Logger:    opts.Logger,
 		OnClose:   tr.Close,
 	})

@@ -79,6 +79,12 @@ type Options struct {
 	// (default 10, OpenSSH's MaxSessions); more Execs queue.
 	MaxSessions int
 
+	// Residents bounds the resident shells (sessions that stay open, each
+	// a shell with the engine's library loaded: a call is one request on
+	// it). Default, 0: half of MaxSessions; negative: none, every call is
+	// a session of its own.
+	Residents int
+
 	// Dial opens the TCP connection (default net.Dialer). Tests and
 	// proxies replace it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
