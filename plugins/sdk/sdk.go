@@ -160,8 +160,11 @@ func watchParent(ppid int, gone func()) {
 type TransportOpener func(ctx context.Context, target string) (nohup.Transport, nohup.Options, error)
 
 // ServeTransport serves a backend that brings only a nohup.Transport: the
-// env/nohup engine runs every process detached inside the sandbox. p.Open
-// is ignored.
+// env/nohup engine runs every process detached inside the sandbox. The
+// engine runs in the plugin process and calls the transport directly, so a
+// transport that is also a nohup.ShellTransport gets resident shells
+// (nohup.Options.Residents) with nothing more crossing the plugin
+// boundary. p.Open is ignored.
 func ServeTransport(p Plugin, open TransportOpener) {
 	p.Open = TransportEnvironment(open)
 	Serve(p)
