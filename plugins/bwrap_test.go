@@ -63,6 +63,9 @@ func TestConformanceBwrap(t *testing.T) {
 	envtest.Run(t, envtest.Config{
 		// the sandbox runs on this machine, under the test.
 		SignalBaseline: envtest.LocalSignalBaseline,
+		// It sees this machine's /usr read-only, util-linux script and
+		// /dev/ptmx included: the PTY cases run on a terminal there.
+		PTY: true,
 		New: func(t *testing.T) env.Environment {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
