@@ -77,14 +77,16 @@
 // it renames the container out of the way (corral-closed-ID, so the
 // target's name is free at once) and stops it with SIGTERM, which its
 // main command obeys at once, taking every process of the container with
-// it. Close returns then, while the engine deletes the container
-// (AutoRemove) — the work `docker run --rm` waits for — and a goroutine
-// checks that it does, removing it by force when it does not within 10 s.
-// [WaitRemoved] waits for those checks and reports failures: a supervisor
-// calls it before it exits, or before it verifies that nothing is left.
-// A container that refuses the signal is force-removed, and one whose
-// name could not be freed is waited for until it is gone, before Close
-// returns. docker:// containers and persistent sandboxes are left running.
+// it. Close returns once the rename is done and the signal's request has
+// been sent (the engine carries it out even if the supervisor exits
+// then), while the engine deletes the container (AutoRemove) — the work
+// `docker run --rm` waits for — and a goroutine checks the signal's
+// answer and that the container goes, removing it by force when it does
+// not within 10 s. [WaitRemoved] waits for those checks and reports
+// failures: a supervisor calls it before it exits, or before it verifies
+// that nothing is left. A container that refused the signal by then is
+// force-removed, and one whose name could not be freed is waited for
+// until it is gone, before Close returns. docker:// containers and persistent sandboxes are left running.
 // Close always releases the engine connection.
 //
 // # Name, errors

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"sync"
@@ -321,58 +322,84 @@ func startSandbox(ctx context.Context, cli *client.Client, id, name string) erro
 // SIGTERM — its main command exits at once, and with it PID 1 of the
 // container, which takes every process in it along — and, in the same
 // breath, renamed out of the way, so its name is free for the next sandbox
-// of the target. remove returns then, with the engine deleting the
-// container; a goroutine checks that it does (forcing the removal when it
-// does not), and [WaitRemoved] waits for that check. Any other sandbox, or
-// one that refuses the signal, is force-removed before remove returns.
+// of the target. remove returns once the rename is done and the signal's
+// request is in the engine's hands (the engine carries it out even if
+// this process exits now), with the engine deleting the container; a
+// goroutine checks the signal's answer and that the container goes
+// (forcing the removal when it does not), and [WaitRemoved] waits for
+// that check. Any other sandbox, or one that refused the signal before
+// remove returned, is force-removed before remove returns.
 func (s *sandbox) remove(ctx context.Context) error {
 	if !s.autoRemove {
 		return s.forceRemove(ctx)
 	}
+	sent := make(chan struct{})
+	var once sync.Once
+	// The signal's answer is awaited by the check, after remove returned
+	// and its caller's ctx ended.
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	kctx = httptrace.WithClientTrace(kctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			once.Do(func() { close(sent) })
+		}
+	}})
 	killed := make(chan error, 1)
 	go func() {
-		_, err := s.cli.ContainerKill(ctx, s.id, client.ContainerKillOptions{Signal: "TERM"})
+		defer cancel()
+		_, err := s.cli.ContainerKill(kctx, s.id, client.ContainerKillOptions{Signal: "TERM"})
 		if cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running")) {
 			err = nil // stopped already: the engine deletes it
 		}
 		killed <- err
 	}()
 	_, renameErr := s.cli.ContainerRename(ctx, s.id, client.ContainerRenameOptions{NewName: closedName(s.id)})
-	if err := <-killed; err != nil {
-		s.log.Debug("docker: stopping sandbox failed, removing it", "container", s.name, "err", err)
-		return s.forceRemove(ctx)
+	select {
+	case <-sent:
+	case err := <-killed:
+		if err != nil {
+			s.log.Debug("docker: stopping sandbox failed, removing it", "container", s.name, "err", err)
+			return s.forceRemove(ctx)
+		}
+		killed <- nil
 	}
-	switch {
-	case renameErr == nil:
-	case cerrdefs.IsNotFound(renameErr):
-		s.log.Info("docker: removed sandbox", "container", s.name)
-		return nil
-	default:
-		// Stopped, but the name was not freed (the engine was already
-		// deleting the container, say): wait for the deletion, which frees
-		// it.
+	if renameErr != nil && !cerrdefs.IsNotFound(renameErr) {
+		// The name was not freed (the engine was already deleting the
+		// container, say): wait for the deletion, which frees it.
+		if err := <-killed; err != nil {
+			s.log.Debug("docker: stopping sandbox failed, removing it", "container", s.name, "err", err)
+			return s.forceRemove(ctx)
+		}
 		if err := awaitRemoval(ctx, s.cli, s.id, removalGrace); err != nil {
 			return fmt.Errorf("docker: remove sandbox %s: %w", s.name, err)
 		}
 		s.log.Info("docker: removed sandbox", "container", s.name)
 		return nil
 	}
-	pending.track(s)
+	pending.track(s, killed)
 	return nil
 }
 
 // forceRemove deletes the container in one call, killing it first if it
 // runs; it returns when the container is gone.
 func (s *sandbox) forceRemove(ctx context.Context) error {
-	_, err := s.cli.ContainerRemove(ctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if isRemovalInProgress(err) {
-		err = awaitRemoval(ctx, s.cli, s.id, closeTimeout)
-	}
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	if err := removeNow(ctx, s.cli, s.id); err != nil {
 		return fmt.Errorf("docker: remove sandbox %s: %w", s.name, err)
 	}
 	s.log.Info("docker: removed sandbox", "container", s.name)
 	return nil
+}
+
+// removeNow force-removes the container (volumes included) and returns
+// once it is gone; gone already is success.
+func removeNow(ctx context.Context, cli *client.Client, id string) error {
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case isRemovalInProgress(err):
+		return waitGone(ctx, cli, id, closeTimeout)
+	}
+	return err
 }
 
 // closedName is the name a closed sandbox has while the engine deletes
@@ -384,20 +411,12 @@ func closedName(id string) string { return "corral-closed-" + shortID(id) }
 const removalGrace = 10 * time.Second
 
 // awaitRemoval waits up to grace for the container to be gone, then
-// removes it by force and waits for that (within ctx). Gone already is
-// success.
+// removes it by force (within ctx). Gone already is success.
 func awaitRemoval(ctx context.Context, cli *client.Client, id string, grace time.Duration) error {
 	if err := waitGone(ctx, cli, id, grace); err == nil || ctx.Err() != nil {
 		return err
 	}
-	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err == nil || cerrdefs.IsNotFound(err) {
-		return nil
-	}
-	if !isRemovalInProgress(err) {
-		return err
-	}
-	return waitGone(ctx, cli, id, closeTimeout)
+	return removeNow(ctx, cli, id)
 }
 
 // waitGone waits, for at most d, for the engine to report the container
@@ -431,9 +450,10 @@ type removals struct {
 	errs []error       // removals that failed, until WaitRemoved reports them
 }
 
-// track checks in the background that the engine deletes the stopped
-// sandbox s, and removes it by force when it does not.
-func (r *removals) track(s *sandbox) {
+// track checks in the background that the engine stops (killed is the
+// signal's answer) and deletes the sandbox s, and removes it by force
+// when it does not.
+func (r *removals) track(s *sandbox, killed <-chan error) {
 	r.mu.Lock()
 	if r.n == 0 {
 		r.idle = make(chan struct{})
@@ -443,7 +463,13 @@ func (r *removals) track(s *sandbox) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), removalGrace+closeTimeout)
 		defer cancel()
-		err := awaitRemoval(ctx, s.cli, s.id, removalGrace)
+		var err error
+		if kerr := <-killed; kerr != nil {
+			s.log.Debug("docker: stopping sandbox failed, removing it", "container", s.name, "err", kerr)
+			err = removeNow(ctx, s.cli, s.id)
+		} else {
+			err = awaitRemoval(ctx, s.cli, s.id, removalGrace)
+		}
 		// Close released the engine connections already; this drops the
 		// ones the check opened again (the client stays usable).
 		s.cli.Close()
