@@ -344,7 +344,12 @@ func TestDockerSandboxHardening(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+	// By ID: Close renames the sandbox (corral-closed-ID) while the
+	// engine deletes it; WaitRemoved waits for that.
+	if err := docker.WaitRemoved(ctx); err != nil {
+		t.Fatalf("WaitRemoved: %v", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, res.Container.ID, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("sandbox %s still exists after Close (inspect: %v)", name, err)
 	}
 }

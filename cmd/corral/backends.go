@@ -93,3 +93,20 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	}
 	return e, nil
 }
+
+// sandboxRemovalWait bounds how long an exiting corral waits for the
+// engine to delete the docker-image:// sandboxes it closed.
+const sandboxRemovalWait = 15 * time.Second
+
+// waitSandboxRemovals is what a corral that closed its registry does
+// before it exits: Close of a docker-image:// sandbox returns while the
+// engine deletes it (as docker run --rm leaves it), and only a wait tells
+// whether a deletion failed (the container is then left, labelled, for
+// the next Reap).
+func waitSandboxRemovals() {
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxRemovalWait)
+	defer cancel()
+	if err := docker.WaitRemoved(ctx); err != nil {
+		slog.Warn("docker-image sandboxes may be left behind", "err", err)
+	}
+}

@@ -363,6 +363,7 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 			if err := reg.Close(); err != nil {
 				slog.Warn("closing the registry", "err", err)
 			}
+			waitSandboxRemovals()
 		}, nil
 	}
 	c, _, err := connect(ctx, stderr)

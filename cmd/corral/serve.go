@@ -64,6 +64,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 				MaxProcesses: maxProcs,
 				DefaultGrace: grace,
 			})
+			waitSandboxRemovals()
 			if errors.Is(err, daemon.ErrAlreadyRunning) && quietIfRunning {
 				return nil
 			}

@@ -56,6 +56,7 @@ func openFrontEndService(ctx context.Context, what, backend string, inProcess bo
 			if err := private.Close(); err != nil {
 				slog.Warn("closing the registry", "err", err)
 			}
+			waitSandboxRemovals()
 		}}, nil
 	}
 	c, _, err := connect(ctx, stderr)

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -103,10 +104,15 @@ func TestOpenSandboxCloseRemovesUnlessPersist(t *testing.T) {
 	if _, err := e.Start(ctx, env.Spec{Command: "sleep 300", Detach: true}); err != nil {
 		t.Fatal(err)
 	}
+	// By ID: Close renames the sandbox (corral-closed-ID) while the
+	// engine deletes it.
+	info, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	require.NoError(t, err)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !gone(name) {
+	require.NoError(t, WaitRemoved(ctx))
+	if !gone(info.Container.ID) {
 		t.Errorf("sandbox %s survived Close", name)
 	}
 	if err := e.Close(); err != nil {
