@@ -253,6 +253,13 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	close(p.started)
 	r.stateChanged()
 	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
+	if how.foreground {
+		// The state file holds the process (and its Ref) before its ID or
+		// any of its output reaches the caller: a supervisor that crashes
+		// after that leaves a process the next one re-attaches and, its
+		// caller being gone, kills; never an orphan nobody knows of.
+		r.checkpointSync()
+	}
 	if how.started != nil {
 		// Before the copier starts: no output reaches the tee before it.
 		how.started(p.info())
