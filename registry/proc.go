@@ -157,6 +157,7 @@ type startHow struct {
 	foreground bool       // a Run's caller waits for it (Info.Foreground)
 	tee        io.Writer  // Run's live output
 	started    func(Info) // RunOptions.Started
+	waiter     bool       // the caller waits for the end (Run): counted from registration on
 }
 
 func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
@@ -206,6 +207,11 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	p.treeLive.Store(true)
 	if err := r.register(p); err != nil {
 		return nil, err
+	}
+	if how.waiter {
+		// Counted before anything can end the process: its completion
+		// must find the waiter (see exitedEvent).
+		p.enterWait()
 	}
 	spec.Tag = p.id
 

@@ -40,13 +40,13 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	// re-attach it to kill it (Recover), where a plain child of the dead
 	// supervisor would run on with nobody able to find it.
 	p, err := r.start(ctx, opts.StartOptions, startHow{
-		detach: opts.YieldAfter > 0 || r.ckpt != nil, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started})
+		detach: opts.YieldAfter > 0 || r.ckpt != nil, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started,
+		waiter: true})
 	if p == nil {
 		return RunResult{}, err
 	}
-	// Run is a waiter until it returns; every return path below calls
-	// result exactly once, which ends the wait.
-	p.enterWait()
+	// Run is a waiter until it returns (start counted it); every return
+	// path below calls result exactly once, which ends the wait.
 	if err != nil {
 		return r.result(p), err
 	}
