@@ -298,6 +298,9 @@ func (r *outputReader) closed() bool {
 }
 
 func (r *outputReader) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil // a follow's frame could not make progress into it
+	}
 	for len(r.buf) == 0 {
 		if r.closed() {
 			return 0, errClosed
