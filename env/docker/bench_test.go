@@ -38,22 +38,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		var removed []time.Duration
 		b.ResetTimer()
 		for b.Loop() {
-			p, err := e.Start(ctx, env.Spec{Command: "true"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			r, err := p.Output(ctx, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				b.Fatal(err)
-			}
-			r.Close()
-			st, err := p.Wait(ctx)
-			if err != nil || !st.Success() {
-				b.Fatalf("Wait: %v, %v", st, err)
-			}
+			p := runTrue(b, ctx, e)
 			b.StopTimer()
 			t0 := time.Now()
 			if err := p.Remove(ctx); err != nil {
@@ -275,4 +260,25 @@ func startContainerWithMount(b *testing.B, cli *client.Client, hostDir, target s
 func benchResidents() int {
 	n, _ := strconv.Atoi(os.Getenv("CORRAL_BENCH_RESIDENTS"))
 	return n
+}
+
+// runTrue runs `true` in the foreground as `corral run` asks it of the
+// backend: Start, the output read to its end, Wait.
+func runTrue(b *testing.B, ctx context.Context, e env.Environment) env.Process {
+	p, err := e.Start(ctx, env.Spec{Command: "true"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := p.Output(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		b.Fatal(err)
+	}
+	r.Close()
+	if st, err := p.Wait(ctx); err != nil || !st.Success() {
+		b.Fatalf("Wait: %v, %v", st, err)
+	}
+	return p
 }

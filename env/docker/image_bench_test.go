@@ -2,15 +2,12 @@ package docker
 
 import (
 	"context"
-	"io"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
-
-	"github.com/corralhq/corral/env"
 )
 
 // BenchmarkImageSandbox compares a one-shot sandbox through corral (Open
@@ -64,21 +61,7 @@ func runImageSandboxOnce(b *testing.B, ctx context.Context, target string, opts 
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := e.Start(ctx, env.Spec{Command: "true"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := p.Output(ctx, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		b.Fatal(err)
-	}
-	r.Close()
-	if st, err := p.Wait(ctx); err != nil || !st.Success() {
-		b.Fatalf("Wait: %v, %v", st, err)
-	}
+	runTrue(b, ctx, e)
 	if err := e.Close(); err != nil {
 		b.Fatal(err)
 	}
