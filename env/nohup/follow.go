@@ -42,8 +42,9 @@ type followStream struct {
 
 // follow starts corral_follow for p from offset off (data: stream the log
 // too, else only the exit) if a long-poll slot is free; nil when none is,
-// or follows are off (LongPoll < 0).
-func (p *process) follow(ctx context.Context, off int64, data bool) *followStream {
+// or follows are off (LongPoll < 0). idle is how long the process has been
+// quiet already: it paces the follow's looks.
+func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Duration) *followStream {
 	if p.e.pollSteps == "" {
 		return nil
 	}
@@ -76,7 +77,8 @@ func (p *process) follow(ctx context.Context, off int64, data bool) *followStrea
 	r := p.ref
 	id := newHex(8)
 	line := call("corral_follow", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)),
-		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10), id)
+		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10), id,
+		strconv.FormatInt(idle.Milliseconds(), 10))
 	// A reader closed from another goroutine cancels ctx: the pipe must
 	// close too, or the transport's copy into it blocks forever.
 	stopClosing := context.AfterFunc(ctx, func() { pr.Close() })
@@ -176,8 +178,9 @@ func (f *followStream) read(b []byte) (int, error) {
 // the final state line, or ok false when no slot was free or a follow
 // broke (the caller then polls, which also resyncs after a reconnect).
 func (p *process) waitFollow(ctx context.Context) (state string, ok bool, err error) {
+	began := time.Now()
 	for {
-		f := p.follow(ctx, 0, false)
+		f := p.follow(ctx, 0, false, time.Since(began))
 		if f == nil {
 			return "", false, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,10 +68,12 @@ func TestWaitFollowsTheExit(t *testing.T) {
 }
 
 // TestFollowIdleBudget: a follow that waited FollowIdle without output ends
-// and the reader opens the next one, losing nothing.
+// and the reader opens the next one, losing nothing; each next one is told
+// how long the process has been quiet, so that it looks as seldom as the
+// last one did.
 func TestFollowIdleBudget(t *testing.T) {
 	sh := nohuptest.Shells(t)[0]
-	tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
+	tr := &countingFollows{Local: &nohuptest.Local{Shell: sh.Path, Env: sh.Env}}
 	e, err := nohup.New(tr, nohup.Options{BaseDir: t.TempDir() + "/s", Shell: sh.Path, FollowIdle: 100 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
@@ -78,6 +81,7 @@ func TestFollowIdleBudget(t *testing.T) {
 	before := tr.Execs()
 	require.Equal(t, "a\nb\n", string(readAll(t, p, 0)))
 	assert.GreaterOrEqual(t, tr.Execs()-before, int64(3), "follows for 1 s of quiet with a 100 ms idle budget")
+	assert.GreaterOrEqual(t, tr.maxIdle.Load(), int64(500), "the quiet time (ms) the last follows were given")
 }
 
 // breakingTransport breaks the first follow after it passed on limit bytes,
@@ -166,11 +170,17 @@ func TestFollowEndsWithItsReader(t *testing.T) {
 type countingFollows struct {
 	*nohuptest.Local
 	follows atomic.Int64
+	maxIdle atomic.Int64 // the largest quiet time a follow was given
 }
 
 func (c *countingFollows) Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if strings.Contains(script, "\ncorral_follow ") {
+	if _, line, ok := strings.Cut(script, "\ncorral_follow "); ok {
 		c.follows.Add(1)
+		// The last argument is the quiet time so far, in ms.
+		f := strings.Fields(strings.TrimSpace(line))
+		if n, err := strconv.ParseInt(strings.Trim(f[len(f)-1], "'"), 10, 64); err == nil && n > c.maxIdle.Load() {
+			c.maxIdle.Store(n)
+		}
 	}
 	return c.Local.Exec(ctx, script, stdin, stdout, stderr)
 }

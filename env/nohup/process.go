@@ -252,7 +252,7 @@ func (p *process) Output(ctx context.Context, offset int64) (io.ReadCloser, erro
 	}
 	// Close cancels a long poll in flight, which may wait a while.
 	ctx, cancel := context.WithCancel(ctx)
-	r := &outputReader{p: p, ctx: ctx, cancel: cancel, off: offset, stop: make(chan struct{}), b: newBackoff(p.e.opts.Poll)}
+	r := &outputReader{p: p, ctx: ctx, cancel: cancel, off: offset, stop: make(chan struct{}), b: newBackoff(p.e.opts.Poll), lastData: time.Now()}
 	if f := p.takeFirst(offset); f != nil {
 		rep := *f
 		rep.data = rep.data[offset:]
@@ -273,6 +273,7 @@ type outputReader struct {
 	f        *followStream // the follow being read, if any
 	retryAt  time.Time     // no follow before then: the last one broke
 	noFollow bool          // the sandbox cannot follow output (see errNoDataFollow)
+	lastData time.Time     // when the reader opened or last got bytes: paces follows
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -312,7 +313,7 @@ func (r *outputReader) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		if r.f == nil && !r.noFollow && !time.Now().Before(r.retryAt) {
-			r.f = r.p.follow(r.ctx, r.off, true)
+			r.f = r.p.follow(r.ctx, r.off, true, time.Since(r.lastData))
 		}
 		if r.f != nil {
 			n, err := r.readFollow(b)
@@ -370,6 +371,7 @@ func (r *outputReader) readFollow(b []byte) (int, error) {
 		r.off += int64(n)
 		if n > 0 {
 			r.b.Reset()
+			r.lastData = time.Now()
 		}
 	}
 	if err != nil {
@@ -435,6 +437,7 @@ func (r *outputReader) take(rep report) {
 		r.buf = rep.data
 		r.off += int64(len(rep.data))
 		r.b.Reset()
+		r.lastData = time.Now()
 	}
 	if finished && r.off >= rep.size {
 		if serr == nil {

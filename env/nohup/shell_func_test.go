@@ -197,3 +197,12 @@ func TestShellReadlog(t *testing.T) {
 		}
 	})
 }
+
+// TestShellFollowPace: a follow looks less often the longer the process has
+// been quiet, so that idle servers cost few forks.
+func TestShellFollowPace(t *testing.T) {
+	forTestShells(t, func(t *testing.T, sh testShell) {
+		got := sh.run(t, lib+"for idle in 0 999 1000 4999 5000 29999 30000 3600000; do f_capfor; echo $f_cap; done\n")
+		assert.Equal(t, "20\n20\n50\n50\n200\n200\n500\n500\n", got)
+	})
+}

@@ -93,7 +93,7 @@ corral_remove() {
 # corral_uid prints the sandbox user's ID, for the default BaseDir.
 corral_uid() { id -u; }
 
-# corral_follow DIR WPID WSTART CPID CSTART OFF DATA BUDGET follows a
+# corral_follow DIR WPID WSTART CPID CSTART OFF DATA BUDGET ID IDLE follows a
 # running process on one stream, so that output and the exit reach the
 # reader as they happen rather than one round trip per chunk. It prints
 # frames: "D N" and then exactly N log bytes from OFF on (DATA=1 only; the
@@ -103,9 +103,12 @@ corral_uid() { id -u; }
 # "T" after BUDGET ms without output (the reader opens another follow, so
 # that an idle follower gives its transport session back now and then and
 # one whose reader vanished does not loop forever). Between looks it
-# sleeps 5 ms, growing by half per idle look to 20 ms, then 50 ms after 2 s
-# of quiet and 100 ms after 10 s: an exit is seen within one step, at two
-# forks (sleep, wc) per step. A sleep without fractions falls back to 1 s.
+# sleeps 5 ms, growing by half per idle look to 20 ms, then 50 ms after 1 s
+# of quiet, 200 ms after 5 s and 500 ms after 30 s (IDLE, the last
+# argument, is the quiet time before this follow, counted by the reader
+# across follows): an exit is seen within one step, at two forks (sleep,
+# wc) per look, so twenty idle servers cost about eighty forks a second
+# instead of thousands. A sleep without fractions falls back to 1 s.
 # After a frame of less than 64 KiB it waits 5 ms, so that a command that
 # prints a line at a time costs a frame per 5 ms, not a busy loop.
 #
@@ -114,12 +117,16 @@ corral_uid() { id -u; }
 # the file when it ends by itself.
 corral_follow() {
 	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 data=$7 budget=$8 f_id=$9
+	shift 9
+	idle=$1 spent=0
 	set -f
 	CORRAL_FOLLOW=$f_id
 	export CORRAL_FOLLOW
 	# shellcheck disable=SC2154 # p_start is set by pstat (proc.sh)
 	pstat $$ && echo "$$ $p_start" >"$d/follow-$f_id" 2>/dev/null
-	ms=5 idle=0 f_whole=
+	ms=5 f_whole=
+	f_capfor
+	[ "$idle" -lt 1000 ] || ms=$f_cap
 	if [ "$data" = 1 ] && ! dd if=/dev/null iflag=skip_bytes,count_bytes count=0 2>/dev/null; then
 		echo X
 		rm -f "$d/follow-$f_id"
@@ -138,23 +145,33 @@ corral_follow() {
 				echo "D $f_n"
 				exec dd if="$d/log" iflag=skip_bytes,count_bytes skip="$off" count="$f_n" bs=65536 2>/dev/null
 			); then
-				off=$size ms=5 idle=0
+				off=$size ms=5 idle=0 spent=0
 				[ "$st" = running ] || { echo "E $st"; rm -f "$d/follow-$f_id"; return 0; }
 				[ "$f_n" -lt 65536 ] && { sleep 0.005 2>/dev/null || :; }
 				continue
 			fi
 		fi
 		if [ "$st" != running ] && [ "$f_n" -le 0 ]; then echo "E $st"; rm -f "$d/follow-$f_id"; return 0; fi
-		if [ "$idle" -ge "$budget" ]; then echo T; rm -f "$d/follow-$f_id"; return 0; fi
+		if [ "$spent" -ge "$budget" ]; then echo T; rm -f "$d/follow-$f_id"; return 0; fi
 		case $ms in ?) s=0.00$ms ;; ??) s=0.0$ms ;; *) s=0.$ms ;; esac
 		if [ -n "$f_whole" ] || ! sleep "$s" 2>/dev/null; then f_whole=1 ms=1000; sleep 1; fi
-		idle=$((idle + ms))
+		idle=$((idle + ms)) spent=$((spent + ms))
 		if [ "$ms" -lt 1000 ]; then
 			ms=$((ms * 3 / 2))
-			if [ "$idle" -lt 2000 ]; then f_cap=20; elif [ "$idle" -lt 10000 ]; then f_cap=50; else f_cap=100; fi
+			f_capfor
 			[ "$ms" -gt "$f_cap" ] && ms=$f_cap
 		fi
 	done
+}
+
+# f_capfor sets f_cap, the longest sleep of a follow (ms) after idle ms
+# without output: looks cost forks, and a process that has been quiet for
+# long is most likely a server that will stay so.
+f_capfor() {
+	if [ "$idle" -lt 1000 ]; then f_cap=20
+	elif [ "$idle" -lt 5000 ]; then f_cap=50
+	elif [ "$idle" -lt 30000 ]; then f_cap=200
+	else f_cap=500; fi
 }
 
 # corral_unfollow DIR ID ends the follow ID whose reader went away before it
