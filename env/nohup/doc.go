@@ -124,12 +124,15 @@
 //     corral_follow in sh/poll.sh): one call that stays open and sends
 //     frames, the log bytes as the log grows (one dd, 64 KiB writes: a log
 //     streams at cat's speed) and the exit as soon as it is seen. Between
-//     looks the script sleeps 5ms growing to 20ms (50ms after 2s of quiet,
-//     100ms after 10s; sleep(1) with fractions: dash, bash and busybox have
-//     them), at two forks (sleep, wc) per look, so an exit is seen within
-//     ~20ms and nothing crosses the transport while nothing happens. After
-//     Options.FollowIdle (30s) without output a follow ends and the reader
-//     opens the next, so an idle one gives its session back now and then.
+//     looks the script sleeps 5ms growing to 20ms, then 50ms after 1s of
+//     quiet, 200ms after 5s and 500ms after 30s (sleep(1) with fractions:
+//     dash, bash and busybox have them), at two forks (sleep, wc) per
+//     look: an exit of a young process is seen within ~20ms, an idle
+//     server costs two looks a second, and nothing crosses the transport
+//     while nothing happens. After Options.FollowIdle (30s) without output
+//     a follow ends and the reader opens the next, told how long the
+//     process has been quiet, so an idle one gives its session back now
+//     and then without starting its pace over.
 //     A follow whose call was cut before it ended is killed inside the
 //     sandbox (corral_unfollow): docker keeps an exec running after its
 //     client left.
