@@ -163,6 +163,13 @@ func (e *Env) residentCall(ctx context.Context, line, after string, out, errb *b
 			return -1, fmt.Errorf("resident shell: cannot fork (pids limit reached?): %.200s: %w",
 				bytes.TrimSpace(errb.Bytes()), env.ErrUnavailable)
 		}
+		if code > 128 && code <= 128+64 {
+			// No library function exits so: the subshell running the
+			// call was killed (by the OOM killer, a kill of the
+			// resident's processes), part way through.
+			return -1, fmt.Errorf("resident shell: the call's shell was killed by signal %d part way through: %w",
+				code-128, env.ErrUnavailable)
+		}
 		return code, nil
 	case errors.Is(err, errNoResident):
 		e.opts.Logger.Debug("nohup: no resident shell; running the call through Exec", "env", e.opts.Name, "err", err)
