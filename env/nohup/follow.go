@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,13 +30,12 @@ var errNoDataFollow = errors.New("follow: dd cannot count in bytes here (iflag=c
 
 // followStream reads the frames of one corral_follow call.
 type followStream struct {
-	br      *bufio.Reader
-	pr      *io.PipeReader
-	cancel  context.CancelFunc
-	release func() // gives the long-poll slot back, once
-	done    chan struct{}
-	left    int64       // bytes of the current D frame still to read
-	ended   atomic.Bool // an E or T frame was read: the script ends by itself
+	br     *bufio.Reader
+	pr     *io.PipeReader
+	cancel context.CancelFunc
+	done   chan struct{}
+	left   int64       // bytes of the current D frame still to read
+	ended  atomic.Bool // an E, T or X frame was read: the script ends by itself
 }
 
 // follow starts corral_follow for p from offset off (data: stream the log
@@ -45,12 +43,8 @@ type followStream struct {
 // or follows are off (LongPoll < 0). idle is how long the process has been
 // quiet already: it paces the follow's looks.
 func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Duration) *followStream {
-	if p.e.pollSteps == "" {
-		return nil
-	}
-	select {
-	case p.e.longPolls <- struct{}{}:
-	default:
+	release, ok := p.e.longPollSlot()
+	if !ok {
 		return nil
 	}
 	// Counted under the lock Close takes to mark the Env closed, so that
@@ -58,7 +52,7 @@ func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Du
 	p.e.mu.Lock()
 	if p.e.closed {
 		p.e.mu.Unlock()
-		<-p.e.longPolls
+		release()
 		return nil
 	}
 	p.e.follows.Add(1)
@@ -71,9 +65,7 @@ func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Du
 	stopLife := context.AfterFunc(p.e.life, cancel)
 	pr, pw := io.Pipe()
 	f := &followStream{
-		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{}),
-		release: sync.OnceFunc(func() { <-p.e.longPolls }),
-	}
+		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{})}
 	r := p.ref
 	id := newHex(8)
 	line := call("corral_follow", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)),
@@ -87,7 +79,7 @@ func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Du
 		defer close(f.done)
 		defer stopLife()
 		defer stopClosing()
-		defer f.release()
+		defer release()
 		if ct, ok := p.e.t.(CallTracker); ok {
 			defer ct.TrackCall()()
 		}
@@ -102,7 +94,7 @@ func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Du
 		case code != 0:
 			err = fmt.Errorf("%s: follow: script exit status %d: %s", p.name(), code, strings.TrimSpace(errb.String()))
 		default:
-			err = io.ErrUnexpectedEOF // the frames end with E or T, never with the stream
+			err = io.ErrUnexpectedEOF // the frames end with E, T or X, never with the stream
 		}
 		pw.CloseWithError(err)
 	}()

@@ -112,7 +112,7 @@ func (e *Env) Capabilities() env.Capabilities {
 		Notes: []string{
 			ptyNote,
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
-			"exit status read from /proc (Linux 3.5+); a waiter sees an exit within ~50ms inside the sandbox plus one round trip",
+			"exit status read from /proc (Linux 3.5+); a follower sees an exit within ~20ms of a young process (500ms of one quiet for long) inside the sandbox, plus the stream's latency",
 		},
 	}
 }

@@ -72,14 +72,23 @@ func (p *process) takeFirst(off int64) *report {
 // call when it is done: a long poll while a slot is free, else a single
 // look (empty steps) that the caller paces with its backoff.
 func (e *Env) stepsFor() (steps string, done func()) {
+	if release, ok := e.longPollSlot(); ok {
+		return e.pollSteps, release
+	}
+	return "", func() {}
+}
+
+// longPollSlot takes one of the MaxLongPolls slots that long polls and
+// follows share, if one is free and they are on (LongPoll >= 0).
+func (e *Env) longPollSlot() (release func(), ok bool) {
 	if e.pollSteps == "" {
-		return "", func() {}
+		return nil, false
 	}
 	select {
 	case e.longPolls <- struct{}{}:
-		return e.pollSteps, func() { <-e.longPolls }
+		return sync.OnceFunc(func() { <-e.longPolls }), true
 	default:
-		return "", func() {}
+		return nil, false
 	}
 }
 
