@@ -492,22 +492,12 @@ func mergeDone(a, b context.Context) (context.Context, context.CancelFunc) {
 type sseWriter struct {
 	w   http.ResponseWriter
 	f   http.Flusher
-	buf []byte // sendChunk's, reused
+	buf []byte // the event being written, reused
 }
 
 // sendChunk is send("output", ch) without encoding/json (see chunk.go).
 func (s *sseWriter) sendChunk(ch OutputChunk) bool {
-	s.buf = append(s.buf[:0], "event: output\ndata: "...)
-	s.buf = appendChunkJSON(s.buf, ch)
-	s.buf = append(s.buf, "\n\n"...)
-	if _, err := s.w.Write(s.buf); err != nil {
-		return false
-	}
-	s.f.Flush()
-	if cap(s.buf) > 4<<20 {
-		s.buf = nil // a burst's buffer is not kept for an idle stream
-	}
-	return true
+	return s.emit("output", func(buf []byte) []byte { return appendChunkJSON(buf, ch) })
 }
 
 // startSSE starts an SSE response, or answers that this connection
@@ -538,7 +528,18 @@ func (s *sseWriter) send(event string, v any) bool {
 	if err != nil {
 		return false
 	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+	return s.emit(event, func(buf []byte) []byte { return append(buf, b...) })
+}
+
+// emit writes one event whose data appendData appends, and flushes it.
+func (s *sseWriter) emit(event string, appendData func([]byte) []byte) bool {
+	s.buf = append(append(append(s.buf[:0], "event: "...), event...), "\ndata: "...)
+	s.buf = append(appendData(s.buf), "\n\n"...)
+	_, err := s.w.Write(s.buf)
+	if cap(s.buf) > 4<<20 {
+		s.buf = nil // a burst's buffer is not kept for an idle stream
+	}
+	if err != nil {
 		return false
 	}
 	s.f.Flush()
