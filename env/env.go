@@ -145,6 +145,11 @@ type Capabilities struct {
 	// "pgroup+scan" (process group plus a scan for descendants that left
 	// it), "job-object" (Windows) or "pgroup" (process group only).
 	TreeKill string `json:"tree_kill"`
+	// Ports: Processes (and the Environment) implement PortLister.
+	Ports bool `json:"ports,omitempty"`
+	// CheckURL: the Environment implements URLChecker and finds an HTTP
+	// client in its sandbox.
+	CheckURL bool `json:"check_url,omitempty"`
 	// Notes lists limits in plain words, for `corral doctor` and logs.
 	Notes []string `json:"notes,omitempty"`
 }

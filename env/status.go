@@ -9,6 +9,12 @@ type ExitStatus struct {
 	Signal Signal `json:"signal,omitempty"`
 }
 
+// NoStatus is the ExitStatus returned together with an error: no status is
+// known (the process may still run, or its end was not seen). It is not
+// Success, and it reads "no exit status", never "exit status 0": a caller
+// that forgets to check the error cannot mistake it for a clean exit.
+var NoStatus = ExitStatus{Code: -1}
+
 // Exited returns the status of a process that exited with code.
 func Exited(code int) ExitStatus { return ExitStatus{Code: code} }
 
@@ -31,6 +37,9 @@ func (s ExitStatus) ShellCode() int {
 }
 
 func (s ExitStatus) String() string {
+	if s == NoStatus {
+		return "no exit status"
+	}
 	if s.Signal != "" {
 		return fmt.Sprintf("killed by %s", s.Signal)
 	}

@@ -28,6 +28,8 @@ func TestExitStatus(t *testing.T) {
 		{"SIGPIPE", env.Signaled(env.SIGPIPE), 141, false, "killed by SIGPIPE"},
 		{"SIGTERM", env.Signaled(env.SIGTERM), 143, false, "killed by SIGTERM"},
 		{"SIGSYS", env.Signaled("SYS"), 159, false, "killed by SIGSYS"},
+		// What a Wait returns with its error: never "exit status 0".
+		{"no status", env.NoStatus, -1, false, "no exit status"},
 		// A signal without a known number still reads as a signal death.
 		{"unknown signal", env.Signaled("RTMIN"), 128, false, "killed by SIGRTMIN"},
 		// Signal wins over Code, whatever Code holds.

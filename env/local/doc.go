@@ -136,6 +136,20 @@
 // mode just reads the byte. Without Spec.Stdin the terminal is still the
 // command's stdin (so isatty and stty work), but Write refuses.
 //
+// # Ports
+//
+// On Linux, Processes and the Env implement env.PortLister and the Env
+// env.URLChecker (ports*.go). A process's listeners are the LISTEN
+// sockets held by the members of its tree as survivors finds them (cgroup
+// members, or process group plus tagged processes), matched through their
+// /proc/PID/fd socket inodes against their network namespace's LISTEN
+// sockets (internal/procnet: sock_diag netlink for the supervisor's own
+// namespace, /proc/PID/net/tcp{,6} otherwise). The Env's are every LISTEN
+// socket of the supervisor's namespace, with a holder where readable. There
+// is no env.PortWaiter: a look is cheap enough for the registry to poll
+// (BenchmarkListeners). CheckURL is a plain net/http GET from this process:
+// no proxy, no redirects, no certificate check, at most 5 s.
+//
 // # Other systems
 //
 // darwin: process groups only (TreeKill "pgroup"), no Detach. windows: a Job

@@ -21,7 +21,9 @@ func (s *system) capabilities() env.Capabilities {
 	return env.Capabilities{
 		PTY: true, Resize: true, Stdin: true,
 		TreeKill: "pgroup",
+		CheckURL: true,
 		Notes: []string{
+			"darwin: no listening-socket view (Ports): it reads Linux's /proc",
 			"darwin: a tree is its process group; processes that leave it (setsid, daemons) are out of reach",
 			"darwin: detached processes are not supported",
 			"output of non-detached processes is a live stream: it can be opened once",

@@ -22,7 +22,9 @@ func (s *system) capabilities() env.Capabilities {
 	return env.Capabilities{
 		Stdin:    true,
 		TreeKill: "job-object",
+		CheckURL: true,
 		Notes: []string{
+			"windows: no listening-socket view (Ports): it reads Linux's /proc",
 			"windows: no PTY, no detached processes",
 			"windows: the process is assigned to its job right after it starts; children it creates in that instant escape",
 			"windows: KILL, TERM, INT, HUP and QUIT all terminate the job; other signals are unsupported",

@@ -86,6 +86,9 @@ const (
 	// Unavailable: the backend cannot be reached right now
 	// (env.ErrUnavailable).
 	Unavailable
+	// NameInUse: a live process holds the name asked for
+	// (registry.ErrNameInUse).
+	NameInUse
 
 	numClasses
 )
@@ -109,6 +112,7 @@ var names = [numClasses]string{
 	Released:    "released",
 	Exited:      "exited",
 	Unavailable: "unavailable",
+	NameInUse:   "name-in-use",
 }
 
 func (c Class) String() string {

@@ -40,6 +40,7 @@ var sentinels = map[string]struct {
 	"registry.ErrNotRunning":     {registry.ErrNotRunning, errclass.NotRunning},
 	"registry.ErrInvalidOptions": {registry.ErrInvalidOptions, errclass.Invalid},
 	"registry.ErrClosed":         {registry.ErrClosed, errclass.Closed},
+	"registry.ErrNameInUse":      {registry.ErrNameInUse, errclass.NameInUse},
 }
 
 // TestEverySentinelIsListed reads the Err* variables declared in
