@@ -21,7 +21,9 @@
 //
 // Only the env.Environment / env.Process contract and the sandbox's own
 // /bin/sh with the POSIX utilities busybox provides (sleep, setsid, nohup,
-// yes, head, wc, cat, stty, grep, tr, mktemp, kill, ps). The suite never
+// yes, head, wc, cat, stty, grep, tr, mktemp, kill, ps), and for the Ports
+// cases a busybox binary (they serve with busybox httpd, and skip, saying
+// so, without one). The suite never
 // looks at the supervisor's machine: everything it verifies inside the
 // sandbox — above all that a killed process tree is really gone — it
 // verifies by starting another process through the same Environment, so
@@ -41,7 +43,12 @@
 //
 // New is called at least once per subtest (twice for the re-attach cases,
 // which close the first Environment and attach from a second); Run closes
-// every Environment it gets with t.Cleanup, so New must not. Subtests run
+// every Environment it gets with t.Cleanup, so New must not. A backend
+// whose Environments each own a sandbox (created on Open, destroyed on
+// Close: an ephemeral container, a namespace) sets Config.OwnSandbox, and
+// the re-attach cases attach from the Environment that started the
+// process; run the re-attach cases against a persistent target as well
+// if the backend has one. Subtests run
 // in parallel unless Config.Serial is set. A subtest is skipped, with the
 // reason, only when the Environment's Capabilities say the feature is
 // absent (or Config.PTY is false for the PTY variants); nothing is skipped
@@ -76,7 +83,7 @@ type Config struct {
 	// again for the re-attach cases, which attach from the second
 	// Environment to what the first one started: every Environment New
 	// returns must see the same sandbox (for env/local: the same
-	// StateDir). Run closes what it returns.
+	// StateDir), unless OwnSandbox is set. Run closes what it returns.
 	New func(t *testing.T) env.Environment
 
 	// PTY additionally runs the PTY variants (window size, resize, exit
@@ -100,6 +107,19 @@ type Config struct {
 	// every disposition at its default and nothing blocked.
 	SignalBaseline func(t *testing.T) SignalMasks
 
+	// OwnSandbox says that each Environment New returns has a sandbox of
+	// its own, created by New (or the Environment's Open) and destroyed by
+	// its Close: a plugin whose target makes an ephemeral sandbox. The
+	// re-attach cases then attach from the same Environment after
+	// releasing the handle (a Ref that crosses a JSON round trip, with
+	// nobody attached meanwhile), instead of closing it and attaching from
+	// a second one, which could not see the first's sandbox.
+	OwnSandbox bool
+
+	// Only, when not empty, runs only these groups ("Reattach") or cases
+	// ("Output/Large50MB"); the others are skipped, with that reason.
+	Only []string
+
 	// Skip names cases ("Output/Large50MB") to skip, each with the reason
 	// the skip message gives. It is for a backend run more than once in
 	// one package (once per shell): the load cases need to run only once
@@ -122,6 +142,11 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatalf("envtest: Config.Skip names %q, which is no case of the suite (want Group/Case)", name)
 		}
 	}
+	for _, name := range cfg.Only {
+		if !knownCase(name) && !knownGroup(name) {
+			t.Fatalf("envtest: Config.Only names %q, which is no group or case of the suite", name)
+		}
+	}
 	s := &suite{cfg: cfg, timeout: cfg.Timeout}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -133,6 +158,9 @@ func Run(t *testing.T, cfg Config) {
 				t.Run(c.name, func(t *testing.T) {
 					if why, ok := cfg.Skip[g.name+"/"+c.name]; ok {
 						t.Skip("envtest.Config.Skip: " + why)
+					}
+					if !cfg.runs(g.name, c.name) {
+						t.Skip("envtest.Config.Only leaves it out")
 					}
 					s.parallel(t)
 					c.run(t, s)
@@ -160,22 +188,56 @@ func Cases() []string {
 // lifecycle) and leaves out the load cases and the groups whose outcome is
 // the engine's and the sandbox's, not the transport's (tree kills,
 // signals, leftovers, re-attach, PTY): env/nohup runs the whole suite on
-// both paths against three shells. Running everything twice per backend
-// cost CI minutes for nothing more.
+// the resident path and this subset on the exec path, against three shells
+// each. Running everything twice per backend cost CI minutes for nothing
+// more.
 func TransportSkip() map[string]string {
 	keep := map[string]bool{"Exit": true, "Output": true, "Stdin": true, "Spec": true, "Lifecycle": true}
-	load := map[string]bool{"Output/Large50MB": true, "Exit/KillRacesExit100": true, "Exit/ConcurrentStarts100": true}
 	skip := map[string]string{}
 	for _, name := range Cases() {
 		group, _, _ := strings.Cut(name, "/")
 		switch {
-		case load[name]:
+		case IsLoadCase(name):
 			skip[name] = "a load case: run on the main path"
 		case !keep[group]:
 			skip[name] = "the engine's, not the transport's: run on the main path, and on both in env/nohup"
 		}
 	}
 	return skip
+}
+
+// IsLoadCase reports whether the case ("GROUP/CASE") is one of the suite's
+// load tests: a hundred processes or 50 MB of output at once. A backend
+// whose sandboxes have a pids limit gives each its own sandbox; one with
+// several transport paths runs them on the main one only.
+func IsLoadCase(name string) bool {
+	switch name {
+	case "Output/Large50MB", "Exit/KillRacesExit100", "Exit/ConcurrentStarts100":
+		return true
+	}
+	return false
+}
+
+// runs reports whether Only lets the case run.
+func (c Config) runs(group, name string) bool {
+	if len(c.Only) == 0 {
+		return true
+	}
+	for _, o := range c.Only {
+		if o == group || o == group+"/"+name {
+			return true
+		}
+	}
+	return false
+}
+
+func knownGroup(name string) bool {
+	for _, g := range groups {
+		if g.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func knownCase(name string) bool {
@@ -211,6 +273,7 @@ var groups = []group{
 	{"Lifecycle", lifecycleCases},
 	{"Reattach", reattachCases},
 	{"PTY", ptyCases},
+	{"Ports", portCases},
 }
 
 type suite struct {
@@ -249,6 +312,20 @@ func (s *suite) newEnv(t *testing.T) env.Environment {
 		})
 	})
 	return e
+}
+
+// reopen is how a re-attach case gets the Environment to attach from,
+// once it released its handle on e: e is closed and a new one returned,
+// or, with Config.OwnSandbox (Close would destroy the sandbox), e itself.
+func (s *suite) reopen(t *testing.T, e env.Environment) env.Environment {
+	t.Helper()
+	if s.cfg.OwnSandbox {
+		return e
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close of the first Environment: %v", err)
+	}
+	return s.newEnv(t)
 }
 
 // start starts spec and fails the test if that fails. When the test ends

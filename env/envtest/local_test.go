@@ -27,3 +27,22 @@ func TestSuiteOnLocal(t *testing.T) {
 		PTY: true,
 	})
 }
+
+// TestSuiteOwnSandbox runs the re-attach cases (Config.Only) against
+// Environments that each have a sandbox of their own — for env/local, a
+// state directory per Environment, so a second Environment could not see
+// what the first started — with Config.OwnSandbox: they attach from the
+// Environment that started the process, and pass.
+func TestSuiteOwnSandbox(t *testing.T) {
+	envtest.Run(t, envtest.Config{
+		OwnSandbox: true,
+		Only:       []string{"Reattach"},
+		New: func(t *testing.T) env.Environment {
+			e, err := local.New(local.Options{StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
+	})
+}

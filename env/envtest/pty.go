@@ -162,10 +162,7 @@ exit 4`, m)
 	if err := p1.Release(); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := e1.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	e2 := s.newEnv(t)
+	e2 := s.reopen(t, e1)
 	s.killMarkedAtCleanup(t, e2, m)
 	p2, err := e2.Attach(s.ctx(t), ref)
 	if err != nil {

@@ -28,7 +28,8 @@ const (
 
 // testReattach starts a detached process with one Environment, reads part
 // of its output, drops the handle and the Environment, and picks the
-// process up again from a JSON round-tripped Ref in a new Environment.
+// process up again from a JSON round-tripped Ref in a new Environment (the
+// same one with Config.OwnSandbox).
 func testReattach(t *testing.T, s *suite, mode reattachMode) {
 	e1 := s.newEnv(t)
 	if !e1.Capabilities().Reattach {
@@ -80,11 +81,7 @@ exit 5`, m[0], m[1], numberedLinesCommand(0, 2000), numberedLinesCommand(2000, 4
 	if err := p1.Release(); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := e1.Close(); err != nil {
-		t.Fatalf("Close of the first Environment: %v", err)
-	}
-
-	e2 := s.newEnv(t)
+	e2 := s.reopen(t, e1)
 	s.killMarkedAtCleanup(t, e2, m...)
 	// Detached processes outlive the Environment that started them.
 	s.waitProcs(t, e2, true, m...)
