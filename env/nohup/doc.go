@@ -146,6 +146,24 @@
 //     growing by Factor to Max; new output and Signal reset it), as are
 //     all polls when LongPoll < 0.
 //
+// # Ports
+//
+// Process.Listeners, Env.Listeners, Process.WaitListening and Env.CheckURL
+// (ports.go, sh/ports.sh) implement env.PortLister, env.PortWaiter and
+// env.URLChecker. The shell only gathers: the LISTEN rows of
+// /proc/PID/net/tcp and tcp6 in the tree's network namespace, raw, and
+// which socket inodes the tree's processes hold (stat -L on
+// /proc/PID/fd/*, whose names come from the glob, so no file name can pass
+// for a socket); Go decodes addresses and ports. The tree is Signal's
+// (group and tag). A port wait is one call held like a follow (a long-poll
+// slot, ended by corral_unfollow when cut) that greps for a LISTEN row of
+// a wanted port every 10ms (20ms after 5s, 50ms after 30s, 200ms after
+// 2min) and asks who holds it only once the row is there; it ends after
+// FollowIdle and the next one opens. Without a slot, WaitListening polls
+// Listeners paced by Poll. CheckURL runs the first of curl, GNU wget,
+// busybox wget and python3 in the sandbox; with none it fails with
+// ErrUnsupported and Capabilities.CheckURL turns false.
+//
 // # Errors
 //
 // Transport errors matching env.ErrUnavailable are retried with backoff
@@ -197,7 +215,9 @@
 //
 // # Limits
 //
-// Linux sandboxes only (/proc). A sandbox whose PID 1 never reaps collects
+// Linux sandboxes only (/proc). The Transport type's doc states what a
+// sandbox must provide (one long-lived sandbox, leftovers that outlive
+// their script, a reaping PID 1). A sandbox whose PID 1 never reaps collects
 // the exited wrappers and parents as zombies (docker's --init or the docker
 // backend's keep-alive loop reap them). If the wrapper is killed, the
 // stopped parent and the command's zombie stay until the sandbox ends.

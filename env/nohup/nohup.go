@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type Env struct {
 
 	noSetsidFork atomic.Bool // the sandbox's setsid refused -f once: use `setsid setsid`
 	pty          ptyState    // what gives a command a terminal here (see pty.go)
+	urlCheck     urlCheckState
 
 	startSteps string        // sleepSteps of the start script's wait for the end
 	pollSteps  string        // sleepSteps of one long poll
@@ -95,6 +97,8 @@ func (e *Env) Name() string { return e.opts.Name }
 // ReattachPTY) is true until a Start with a PTY found that the sandbox has
 // no util-linux script (see pty.go): what the sandbox holds is only known
 // once it was asked, and the first such Start fails with ErrUnsupported.
+// Likewise CheckURL is true until a CheckURL found no HTTP client in the
+// sandbox (see ports.go); Ports always is (/proc).
 func (e *Env) Capabilities() env.Capabilities {
 	pty := !e.pty.missing()
 	ptyNote := "PTY through util-linux script in the sandbox, else python3 (a busybox-only sandbox has neither); with script, a command on a terminal killed by a signal other than KILL or HUP is reported as exit code 128+N"
@@ -109,10 +113,13 @@ func (e *Env) Capabilities() env.Capabilities {
 		Reattach:     true,
 		ReplayOutput: true,
 		TreeKill:     "pgroup+scan",
+		Ports:        true,
+		CheckURL:     !e.urlCheck.missing.Load(),
 		Notes: []string{
 			ptyNote,
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
 			"exit status read from /proc (Linux 3.5+); a follower sees an exit within ~20ms of a young process (500ms of one quiet for long) inside the sandbox, plus the stream's latency",
+			"ports read from /proc/net/tcp(6) in the tree's network namespace; a port wait looks every 10ms inside the sandbox; URL checks use curl, wget or python3 in the sandbox (CheckURL turns off once a check found none)",
 		},
 	}
 }
@@ -437,6 +444,12 @@ func (r refData) validate(base string) error {
 		return fmt.Errorf("unknown version %d", r.Version)
 	}
 	if !strings.HasPrefix(r.Dir, base+"/") || !idPattern.MatchString(strings.TrimPrefix(r.Dir, base+"/")) {
+		if d, id := path.Split(r.Dir); validSafePath(path.Clean(d)) && idPattern.MatchString(id) {
+			// A process directory, but under another BaseDir: made by an
+			// Env opened with other Options, which this one cannot see.
+			return fmt.Errorf("process directory %s is not under this environment's BaseDir %s (keep Options.BaseDir the same across opens of one target): %w",
+				r.Dir, base, env.ErrNotFound)
+		}
 		return fmt.Errorf("dir %q is not %s/<32 hex digits>", r.Dir, base)
 	}
 	if r.PID <= 0 || r.Start <= 0 || r.WPID <= 0 || r.WStart <= 0 {
@@ -466,7 +479,9 @@ func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.validate(base); err != nil {
+	if err := r.validate(base); errors.Is(err, env.ErrNotFound) {
+		return nil, fmt.Errorf("nohup %s: attach: %w", e.opts.Name, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("nohup %s: attach: bad ref data: %w", e.opts.Name, err)
 	}
 	p := e.newProcess(r)

@@ -41,6 +41,8 @@ var (
 	writeSh string // Write's script
 	//go:embed sh/pty.sh
 	ptySh string // corral_ptyprobe, corral_resize
+	//go:embed sh/ports.sh
+	portsSh string // corral_listeners, corral_waitport, corral_checkurl
 	//go:embed sh/ptycmd.sh
 	ptyCmdSh string // a terminal's command: execs script
 	//go:embed sh/ptyterm.sh
@@ -73,7 +75,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 

@@ -63,7 +63,8 @@ func lookShell(t *testing.T, name string) (testShell, string) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	for a := range strings.FieldsSeq(string(list)) {
 		switch a {
-		case "grep", "sort", "sleep", "kill", "tail", "head", "wc", "cat", "env", "id", "rm", "mkdir", "mkfifo", "find", "setsid":
+		case "grep", "sort", "sleep", "kill", "tail", "head", "wc", "cat", "env", "id", "rm", "mkdir", "mkfifo", "find", "setsid",
+			"stat", "xargs", "tr", "timeout":
 			require.NoError(t, os.Symlink(bb, filepath.Join(dir, a)))
 		}
 	}

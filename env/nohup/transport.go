@@ -14,18 +14,59 @@ import (
 // package does the rest.
 //
 // Implementations are safe for concurrent use.
+//
+// # The contract
+//
+// The engine starts a command with one Exec and finds it again with later
+// ones (to poll, signal, write stdin), so:
+//
+//   - Every Exec reaches the same long-lived sandbox: the same process
+//     namespace and the same filesystem (BaseDir above all), for as long
+//     as the Env lives, and across Envs opened on the same target when
+//     processes are to be re-attached. A design that creates a sandbox per
+//     Exec (one `unshare … sh -c SCRIPT`, one `docker run --rm`) does not
+//     work: the second Exec finds nothing of the first.
+//   - Processes a script leaves behind outlive the script. The engine's
+//     scripts start the command in the background (setsid) and exit; the
+//     transport must not kill what remains when the script's shell ends:
+//     no process group kill, no PID namespace that dies with the script,
+//     no cgroup torn down per Exec.
+//   - The sandbox's PID 1 reaps orphans. The engine's background processes
+//     are orphaned by design; a PID 1 that never calls wait (a plain
+//     `sleep infinity`, a program run as init) collects them as zombies,
+//     which fill the sandbox's process table until its pids limit stops
+//     every start. Use an init that reaps
+//     (docker --init, tini, bwrap's own init, or a keep-alive loop in sh
+//     as PID 1: `unshare --pid --fork sh -c 'while :; do sleep 1; done'`
+//     reaps what it adopts while it waits).
+//
+// # Exec
+//
+// Exec runs script as /bin/sh -c script inside the sandbox.
+//
+//   - stdin may be nil: the script then reads end of file.
+//   - stdout is never nil. Copy the script's stdout to it as it arrives,
+//     not once the script ended: a follow (Output and Wait of a running
+//     process) is one Exec whose stdout is read while the script runs.
+//   - stderr may be nil: discard the script's stderr then.
+//   - The exit code is the script's: its exit status, or 128+N when
+//     signal N killed the script's shell (what a shell's $? and ssh's
+//     exit-status say; sdk.ScriptExit maps an *exec.ExitError so). The
+//     engine treats every non-zero code as the script's failure.
+//   - A non-nil error means the result is unknown: the script could not be
+//     started or the transport failed while it ran. Such errors match
+//     env.ErrSandboxGone when the sandbox no longer exists (container
+//     removed or stopped) and env.ErrUnavailable when it cannot be reached
+//     right now (connection dropped); the engine retries the latter.
+//   - When ctx ends, end the script's shell inside the sandbox, not only
+//     the local program that entered it (nsenter, a runtime's exec client
+//     fork): a child left running keeps the pipes, and the Exec, open.
+//     Return once the script has exited and all its output was copied.
 type Transport interface {
 	// Exec runs script as /bin/sh -c script inside the sandbox, copying
-	// stdin (may be nil: the script reads EOF) to its stdin and its stdout
-	// and stderr to the given writers (stderr may be nil: discarded). It
-	// returns the script's exit code once the script has exited and all its
-	// output was copied.
-	//
-	// A non-nil error means the result is unknown: the script could not be
-	// started or the transport failed while it ran. Such errors match
-	// env.ErrSandboxGone when the sandbox no longer exists (container
-	// removed or stopped) and env.ErrUnavailable when it cannot be reached
-	// right now (connection dropped); the engine retries the latter.
+	// stdin (may be nil) to its stdin and its stdout and stderr (may be
+	// nil) to the given writers, and returns its exit code (see the type's
+	// doc for the whole contract).
 	Exec(ctx context.Context, script string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error)
 }
 

@@ -143,6 +143,7 @@ var busyboxApplets = []string{
 	"ash", "sh", "sleep", "setsid", "nohup", "env", "mkfifo", "tail", "head", "wc", "grep", "find",
 	"sort", "cat", "mv", "rm", "mkdir", "id", "chmod", "yes", "tr", "mktemp", "kill", "ps", "stty", "true",
 	"false", "echo", "printf", "dd", "ls", "seq", "pwd", "test", "xargs", "uname", "date", "od", "sed", "awk",
+	"stat", "timeout", "nc",
 }
 
 // Shells returns the shells available on this machine: /bin/sh, bash and
