@@ -1,0 +1,108 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/env"
+)
+
+// BenchmarkWaitListening measures how long after a process inside the
+// container starts listening WaitListening returns: the port-open-ms
+// median and p90. The moment the socket appears is seen from the host,
+// which reads the container's /proc/net/tcp6 every half millisecond
+// (through its PID 1's /proc entry), so the figure is free of start-up
+// costs and clock skew. The process waits a little first, as a server
+// does, so that the wait is in place when the port opens.
+func BenchmarkWaitListening(b *testing.B) {
+	cli := requireEngine(b)
+	name := startPlainContainer(b, cli)
+	ctx := context.Background()
+	res, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tcp6 := fmt.Sprintf("/proc/%d/net/tcp6", res.Container.State.Pid)
+	if _, err := os.ReadFile(tcp6); err != nil {
+		b.Skipf("the container's sockets are not readable from here: %v", err)
+	}
+	e := openForBench(b, SchemeContainer+name)
+	var lat []time.Duration
+	port := 7100
+	for b.Loop() {
+		port++
+		opened := make(chan time.Time, 1)
+		stop := make(chan struct{})
+		row := fmt.Appendf(nil, ":%04X 00000000000000000000000000000000:0000 0A ", port)
+		go func() {
+			t := time.NewTicker(500 * time.Microsecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					opened <- time.Time{}
+					return
+				case <-t.C:
+				}
+				if data, err := os.ReadFile(tcp6); err == nil && bytes.Contains(data, row) {
+					opened <- time.Now()
+					return
+				}
+			}
+		}()
+		p, err := e.Start(ctx, env.Spec{Command: "sleep 0.5; exec nc -l -p " + strconv.Itoa(port)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{port}); err != nil {
+			b.Fatal(err)
+		}
+		seen := time.Now()
+		close(stop)
+		at := <-opened
+		if at.IsZero() {
+			b.Fatal("WaitListening returned before the host saw the socket")
+		}
+		lat = append(lat, seen.Sub(at))
+		b.StopTimer()
+		_ = p.Signal(ctx, env.SIGKILL)
+		_, _ = p.Wait(ctx)
+		_ = p.Remove(ctx)
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "port-open-ms")
+	b.ReportMetric(float64(lat[len(lat)*9/10])/float64(time.Millisecond), "p90-ms")
+}
+
+// BenchmarkListeners times one Process.Listeners (a resident shell's
+// call: the tree, its sockets and their holders) on a process that
+// listens.
+func BenchmarkListeners(b *testing.B) {
+	cli := requireEngine(b)
+	name := startPlainContainer(b, cli)
+	ctx := context.Background()
+	e := openForBench(b, SchemeContainer+name)
+	p, err := e.Start(ctx, env.Spec{Command: "exec nc -l -p 7200"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx) })
+	if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{7200}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ls, err := p.(env.PortLister).Listeners(ctx)
+		if err != nil || len(ls) != 1 {
+			b.Fatalf("Listeners: %v %v", ls, err)
+		}
+	}
+}
