@@ -146,6 +146,14 @@ func (c *conn) kill() {
 	})
 }
 
+// WorkDir is the working directory of every plugin process: "/", never
+// corral's own, which depends on where corral (or its daemon) was started.
+// corral sends an empty Spec.Dir when the user gave no --dir, so a command
+// runs in its sandbox's default directory; a plugin whose default is
+// inherited from its own process (a transport that runs local programs)
+// gets "/" for it, the same wherever corral runs.
+const WorkDir = "/"
+
 // startPlugin starts the plugin binary of f and returns a conn on it.
 func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn, error) {
 	if err := checkOwnership(f.Path); err != nil {
@@ -161,6 +169,7 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 	}
 	cmd := exec.Command(f.Path)
 	cmd.Env = pluginEnv(opts)
+	cmd.Dir = WorkDir
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.PluginSets(nil),
@@ -203,7 +212,7 @@ func startPlugin(ctx context.Context, f Found, opts Options, gen uint64) (*conn,
 		if r.err != nil {
 			client.Kill()
 			if errors.Is(r.err, plugin.ErrChecksumsDoNotMatch) {
-				return nil, fmt.Errorf("plugins: refusing plugin %s: its SHA-256 does not match the pinned checksum", f.Path)
+				return nil, fmt.Errorf("%w %s: its SHA-256 does not match the pinned checksum", ErrRefused, f.Path)
 			}
 			return nil, fmt.Errorf("plugins: start %s: %v: %w", f.Path, r.err, env.ErrUnavailable)
 		}

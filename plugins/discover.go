@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/plugins/internal/wire"
 	pb "github.com/corralhq/corral/plugins/proto"
 )
@@ -114,6 +116,16 @@ func Find(name string, opts Options) (Found, error) {
 		ErrNoPlugin, BinaryPrefix, name, strings.Join(dirs, ":"), PathEnv, DefaultDir())
 }
 
+// ErrRefused is returned (wrapped) for a plugin binary corral will not run:
+// one that someone else could have replaced, or whose checksum does not
+// match its pin.
+var ErrRefused = errors.New("plugins: refusing plugin")
+
+// lsMode formats m as ls -l does: "drwxrwxr-x" for a directory.
+func lsMode(m fs.FileMode) string {
+	return (m & (fs.ModeType | fs.ModePerm)).String()
+}
+
 // checkOwnership refuses a plugin binary that someone other than root or
 // the current user could have replaced: the file (after symlinks) and its
 // directory must be owned by root or us and not writable by group or
@@ -130,10 +142,10 @@ func checkOwnership(path string) error {
 			return fmt.Errorf("plugins: check %s: %w", p, err)
 		}
 		if owner, ok := fileOwner(fi); ok && owner != 0 && owner != uid {
-			return fmt.Errorf("plugins: refusing plugin %s: %s is owned by uid %d, not by root or the current user (uid %d)", path, p, owner, uid)
+			return fmt.Errorf("%w %s: %s is owned by uid %d, not by root or the current user (uid %d)", ErrRefused, path, p, owner, uid)
 		}
 		if fi.Mode().Perm()&0o022 != 0 {
-			return fmt.Errorf("plugins: refusing plugin %s: %s is writable by group or others (mode %v); run chmod go-w %s", path, p, fi.Mode().Perm(), p)
+			return fmt.Errorf("%w %s: %s is writable by group or others (mode %s); run chmod go-w %s", ErrRefused, path, p, lsMode(fi.Mode()), p)
 		}
 	}
 	return nil
@@ -146,6 +158,9 @@ type Info struct {
 	Version     string `json:"version,omitempty"`
 	Description string `json:"description,omitempty"`
 	Protocols   []int  `json:"protocols,omitempty"`
+	// Capabilities are what the plugin states about its Environments
+	// (sdk.Plugin.Capabilities); nil when it states none.
+	Capabilities *env.Capabilities `json:"capabilities,omitempty"`
 }
 
 // Probe starts the plugin f, asks for its Info and stops it: the health
@@ -164,6 +179,10 @@ func Probe(ctx context.Context, f Found, opts Options) (Info, error) {
 		return info, wire.FromStatus("plugin "+f.Name+": info", err)
 	}
 	info.Version, info.Description = resp.GetVersion(), resp.GetDescription()
+	if c := resp.GetCapabilities(); c != nil {
+		caps := wire.CapsFromProto(c)
+		info.Capabilities = &caps
+	}
 	for _, v := range resp.GetProtocolVersions() {
 		info.Protocols = append(info.Protocols, int(v))
 	}

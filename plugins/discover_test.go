@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/plugins"
 )
 
@@ -68,9 +70,8 @@ func TestRefusesWritablePlugin(t *testing.T) {
 	dir := t.TempDir()
 	copyPlugin(t, dir, "groupw", 0o775)
 	_, err := plugins.Open(ctx, "groupw://", plugins.Options{Dirs: []string{dir}})
-	if err == nil || !strings.Contains(err.Error(), "writable by group or others") {
-		t.Errorf("group-writable binary: Open = %v, want a refusal", err)
-	}
+	require.ErrorIs(t, err, plugins.ErrRefused, "group-writable binary")
+	require.ErrorContains(t, err, "writable by group or others (mode -rwxrwxr-x)")
 
 	open := t.TempDir()
 	if err := os.Chmod(open, 0o777); err != nil {
@@ -78,9 +79,9 @@ func TestRefusesWritablePlugin(t *testing.T) {
 	}
 	copyPlugin(t, open, "dirw", 0o755)
 	_, err = plugins.Open(ctx, "dirw://", plugins.Options{Dirs: []string{open}})
-	if err == nil || !strings.Contains(err.Error(), "writable by group or others") {
-		t.Errorf("binary in a world-writable directory: Open = %v, want a refusal", err)
-	}
+	// The mode reads as ls prints it, with the d of a directory.
+	require.ErrorIs(t, err, plugins.ErrRefused, "binary in a world-writable directory")
+	require.ErrorContains(t, err, "writable by group or others (mode drwxrwxrwx)")
 
 	if os.Getuid() == 0 {
 		// As root, a file owned by another user is the case to refuse.

@@ -380,10 +380,13 @@ func (p *process) Survivors(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
+// Wait returns the exit status, or env.NoStatus with an error: a Wait cut
+// by the plugin's death fails with an error matching env.ErrUnavailable and
+// no status, which cannot be misread as "exit status 0".
 func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	c, id, err := p.handle(ctx)
 	if err != nil {
-		return env.ExitStatus{}, err
+		return env.NoStatus, err
 	}
 	p.mu.Lock()
 	run := p.run
@@ -397,23 +400,23 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 			// The plugin's Wait failed (wait_failed): the Wait call below
 			// brings the error itself.
 		case ctx.Err() != nil:
-			return env.ExitStatus{}, ctx.Err()
+			return env.NoStatus, ctx.Err()
 		default:
 			p.mu.Lock()
 			released := p.released
 			p.mu.Unlock()
 			if released {
-				return env.ExitStatus{}, fmt.Errorf("plugin %s: process %d: %w", p.e.found.Name, p.pid, env.ErrReleased)
+				return env.NoStatus, fmt.Errorf("plugin %s: process %d: %w", p.e.found.Name, p.pid, env.ErrReleased)
 			}
-			return env.ExitStatus{}, p.e.fail(c, p.op("wait"), err)
+			return env.NoStatus, p.e.fail(c, p.op("wait"), err)
 		}
 	}
 	resp, err := c.rpc.Wait(ctx, &pb.ProcessRequest{ProcessId: id})
 	if err != nil {
 		if ctx.Err() != nil {
-			return env.ExitStatus{}, ctx.Err()
+			return env.NoStatus, ctx.Err()
 		}
-		return env.ExitStatus{}, p.e.fail(c, p.op("wait"), err)
+		return env.NoStatus, p.e.fail(c, p.op("wait"), err)
 	}
 	return wire.StatusFromProto(resp.GetStatus()), nil
 }

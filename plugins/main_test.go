@@ -29,8 +29,11 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// MkdirTemp makes 0700 directories: the plugin host's ownership check
 	// accepts them.
-	for _, name := range []string{"localplugin", "bwrap"} {
-		pkg := "./examples/corral-backend-" + name
+	for name, pkg := range map[string]string{
+		"localplugin": "./examples/corral-backend-localplugin",
+		"bwrap":       "./examples/corral-backend-bwrap",
+		"hostsh":      "./internal/testplugin", // ServeTransport with stated capabilities
+	} {
 		if _, err := os.Stat(pkg); err != nil {
 			continue
 		}

@@ -98,7 +98,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{26, 0}
+	return file_backend_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type Empty struct {
@@ -182,8 +182,12 @@ type InfoResponse struct {
 	// Protocol versions the plugin speaks; go-plugin picked one already.
 	ProtocolVersions []int32 `protobuf:"varint,3,rep,packed,name=protocol_versions,json=protocolVersions,proto3" json:"protocol_versions,omitempty"`
 	Description      string  `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// capabilities are what the plugin states about its Environments
+	// without opening a target (sdk.Plugin.Capabilities), for corral
+	// backends and corral doctor; unset when it states none.
+	Capabilities  *Capabilities `protobuf:"bytes,5,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -242,6 +246,13 @@ func (x *InfoResponse) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *InfoResponse) GetCapabilities() *Capabilities {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
 }
 
 type OpenRequest struct {
@@ -351,6 +362,8 @@ type Capabilities struct {
 	ReplayOutput  bool                   `protobuf:"varint,6,opt,name=replay_output,json=replayOutput,proto3" json:"replay_output,omitempty"`
 	TreeKill      string                 `protobuf:"bytes,7,opt,name=tree_kill,json=treeKill,proto3" json:"tree_kill,omitempty"`
 	Notes         []string               `protobuf:"bytes,8,rep,name=notes,proto3" json:"notes,omitempty"`
+	Ports         bool                   `protobuf:"varint,9,opt,name=ports,proto3" json:"ports,omitempty"`
+	CheckUrl      bool                   `protobuf:"varint,10,opt,name=check_url,json=checkUrl,proto3" json:"check_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +452,20 @@ func (x *Capabilities) GetNotes() []string {
 		return x.Notes
 	}
 	return nil
+}
+
+func (x *Capabilities) GetPorts() bool {
+	if x != nil {
+		return x.Ports
+	}
+	return false
+}
+
+func (x *Capabilities) GetCheckUrl() bool {
+	if x != nil {
+		return x.CheckUrl
+	}
+	return false
 }
 
 type CapabilitiesResponse struct {
@@ -1484,6 +1511,259 @@ func (x *RefResponse) GetRef() *Ref {
 	return nil
 }
 
+// Listener is an env.Listener: a TCP socket in the LISTEN state.
+type Listener struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Pid           int64                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	Command       string                 `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listener) Reset() {
+	*x = Listener{}
+	mi := &file_backend_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listener) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listener) ProtoMessage() {}
+
+func (x *Listener) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listener.ProtoReflect.Descriptor instead.
+func (*Listener) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Listener) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Listener) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *Listener) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Listener) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+type ListenersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Listeners     []*Listener            `protobuf:"bytes,1,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListenersResponse) Reset() {
+	*x = ListenersResponse{}
+	mi := &file_backend_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListenersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListenersResponse) ProtoMessage() {}
+
+func (x *ListenersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListenersResponse.ProtoReflect.Descriptor instead.
+func (*ListenersResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListenersResponse) GetListeners() []*Listener {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+type WaitListeningRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId     uint64                 `protobuf:"varint,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Ports         []int32                `protobuf:"varint,2,rep,packed,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitListeningRequest) Reset() {
+	*x = WaitListeningRequest{}
+	mi := &file_backend_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitListeningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitListeningRequest) ProtoMessage() {}
+
+func (x *WaitListeningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitListeningRequest.ProtoReflect.Descriptor instead.
+func (*WaitListeningRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WaitListeningRequest) GetProcessId() uint64 {
+	if x != nil {
+		return x.ProcessId
+	}
+	return 0
+}
+
+func (x *WaitListeningRequest) GetPorts() []int32 {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+type CheckURLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckURLRequest) Reset() {
+	*x = CheckURLRequest{}
+	mi := &file_backend_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckURLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckURLRequest) ProtoMessage() {}
+
+func (x *CheckURLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckURLRequest.ProtoReflect.Descriptor instead.
+func (*CheckURLRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CheckURLRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+type CheckURLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckURLResponse) Reset() {
+	*x = CheckURLResponse{}
+	mi := &file_backend_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckURLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckURLResponse) ProtoMessage() {}
+
+func (x *CheckURLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckURLResponse.ProtoReflect.Descriptor instead.
+func (*CheckURLResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CheckURLResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
 // Error travels in the details of a gRPC status.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1497,7 +1777,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_backend_proto_msgTypes[26]
+	mi := &file_backend_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1789,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[26]
+	mi := &file_backend_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1802,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{26}
+	return file_backend_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -1550,7 +1830,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_backend_proto_msgTypes[27]
+	mi := &file_backend_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1842,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[27]
+	mi := &file_backend_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1855,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{27}
+	return file_backend_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SpecError) GetField() string {
@@ -1605,17 +1885,18 @@ const file_backend_proto_rawDesc = "" +
 	"\n" +
 	"\rbackend.proto\x12\x10corral.plugin.v1\"\a\n" +
 	"\x05Empty\"\r\n" +
-	"\vInfoRequest\"\x8b\x01\n" +
+	"\vInfoRequest\"\xcf\x01\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12+\n" +
 	"\x11protocol_versions\x18\x03 \x03(\x05R\x10protocolVersions\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\"%\n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12B\n" +
+	"\fcapabilities\x18\x05 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"%\n" +
 	"\vOpenRequest\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"f\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
-	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xe5\x01\n" +
+	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\x98\x02\n" +
 	"\fCapabilities\x12\x10\n" +
 	"\x03pty\x18\x01 \x01(\bR\x03pty\x12\x16\n" +
 	"\x06resize\x18\x02 \x01(\bR\x06resize\x12\x14\n" +
@@ -1624,7 +1905,10 @@ const file_backend_proto_rawDesc = "" +
 	"\freattach_pty\x18\x05 \x01(\bR\vreattachPty\x12#\n" +
 	"\rreplay_output\x18\x06 \x01(\bR\freplayOutput\x12\x1b\n" +
 	"\ttree_kill\x18\a \x01(\tR\btreeKill\x12\x14\n" +
-	"\x05notes\x18\b \x03(\tR\x05notes\"Z\n" +
+	"\x05notes\x18\b \x03(\tR\x05notes\x12\x14\n" +
+	"\x05ports\x18\t \x01(\bR\x05ports\x12\x1b\n" +
+	"\tcheck_url\x18\n" +
+	" \x01(\bR\bcheckUrl\"Z\n" +
 	"\x14CapabilitiesResponse\x12B\n" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"4\n" +
 	"\n" +
@@ -1693,7 +1977,22 @@ const file_backend_proto_rawDesc = "" +
 	"process_id\x18\x01 \x01(\x04R\tprocessId\x120\n" +
 	"\x04size\x18\x02 \x01(\v2\x1c.corral.plugin.v1.WindowSizeR\x04size\"6\n" +
 	"\vRefResponse\x12'\n" +
-	"\x03ref\x18\x01 \x01(\v2\x15.corral.plugin.v1.RefR\x03ref\"\xca\x02\n" +
+	"\x03ref\x18\x01 \x01(\v2\x15.corral.plugin.v1.RefR\x03ref\"^\n" +
+	"\bListener\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x03R\x03pid\x12\x18\n" +
+	"\acommand\x18\x04 \x01(\tR\acommand\"M\n" +
+	"\x11ListenersResponse\x128\n" +
+	"\tlisteners\x18\x01 \x03(\v2\x1a.corral.plugin.v1.ListenerR\tlisteners\"K\n" +
+	"\x14WaitListeningRequest\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\x04R\tprocessId\x12\x14\n" +
+	"\x05ports\x18\x02 \x03(\x05R\x05ports\"#\n" +
+	"\x0fCheckURLRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\"*\n" +
+	"\x10CheckURLResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\"\xca\x02\n" +
 	"\x05Error\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.corral.plugin.v1.Error.KindR\x04kind\x12/\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1b.corral.plugin.v1.SpecErrorR\x04spec\"\xdd\x01\n" +
@@ -1711,7 +2010,7 @@ const file_backend_proto_rawDesc = "" +
 	"\tSpecError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2\xda\t\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason2\xad\f\n" +
 	"\aBackend\x12E\n" +
 	"\x04Info\x12\x1d.corral.plugin.v1.InfoRequest\x1a\x1e.corral.plugin.v1.InfoResponse\x12E\n" +
 	"\x04Open\x12\x1d.corral.plugin.v1.OpenRequest\x1a\x1e.corral.plugin.v1.OpenResponse\x12O\n" +
@@ -1730,7 +2029,11 @@ const file_backend_proto_rawDesc = "" +
 	"\x03Ref\x12 .corral.plugin.v1.ProcessRequest\x1a\x1d.corral.plugin.v1.RefResponse\x12D\n" +
 	"\aRelease\x12 .corral.plugin.v1.ProcessRequest\x1a\x17.corral.plugin.v1.Empty\x12C\n" +
 	"\x06Remove\x12 .corral.plugin.v1.ProcessRequest\x1a\x17.corral.plugin.v1.Empty\x129\n" +
-	"\x05Close\x12\x17.corral.plugin.v1.Empty\x1a\x17.corral.plugin.v1.EmptyB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
+	"\x05Close\x12\x17.corral.plugin.v1.Empty\x1a\x17.corral.plugin.v1.Empty\x12L\n" +
+	"\fEnvListeners\x12\x17.corral.plugin.v1.Empty\x1a#.corral.plugin.v1.ListenersResponse\x12R\n" +
+	"\tListeners\x12 .corral.plugin.v1.ProcessRequest\x1a#.corral.plugin.v1.ListenersResponse\x12\\\n" +
+	"\rWaitListening\x12&.corral.plugin.v1.WaitListeningRequest\x1a#.corral.plugin.v1.ListenersResponse\x12Q\n" +
+	"\bCheckURL\x12!.corral.plugin.v1.CheckURLRequest\x1a\".corral.plugin.v1.CheckURLResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -1745,7 +2048,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -1774,63 +2077,78 @@ var file_backend_proto_goTypes = []any{
 	(*WaitResponse)(nil),         // 24: corral.plugin.v1.WaitResponse
 	(*ResizeRequest)(nil),        // 25: corral.plugin.v1.ResizeRequest
 	(*RefResponse)(nil),          // 26: corral.plugin.v1.RefResponse
-	(*Error)(nil),                // 27: corral.plugin.v1.Error
-	(*SpecError)(nil),            // 28: corral.plugin.v1.SpecError
+	(*Listener)(nil),             // 27: corral.plugin.v1.Listener
+	(*ListenersResponse)(nil),    // 28: corral.plugin.v1.ListenersResponse
+	(*WaitListeningRequest)(nil), // 29: corral.plugin.v1.WaitListeningRequest
+	(*CheckURLRequest)(nil),      // 30: corral.plugin.v1.CheckURLRequest
+	(*CheckURLResponse)(nil),     // 31: corral.plugin.v1.CheckURLResponse
+	(*Error)(nil),                // 32: corral.plugin.v1.Error
+	(*SpecError)(nil),            // 33: corral.plugin.v1.SpecError
 }
 var file_backend_proto_depIdxs = []int32{
-	6,  // 0: corral.plugin.v1.OpenResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
-	6,  // 1: corral.plugin.v1.CapabilitiesResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
-	8,  // 2: corral.plugin.v1.Spec.pty:type_name -> corral.plugin.v1.WindowSize
-	9,  // 3: corral.plugin.v1.StartRequest.spec:type_name -> corral.plugin.v1.Spec
-	11, // 4: corral.plugin.v1.AttachRequest.ref:type_name -> corral.plugin.v1.Ref
-	11, // 5: corral.plugin.v1.ProcessResponse.ref:type_name -> corral.plugin.v1.Ref
-	9,  // 6: corral.plugin.v1.RunRequest.spec:type_name -> corral.plugin.v1.Spec
-	13, // 7: corral.plugin.v1.RunEvent.started:type_name -> corral.plugin.v1.ProcessResponse
-	23, // 8: corral.plugin.v1.RunEvent.exited:type_name -> corral.plugin.v1.ExitStatus
-	23, // 9: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
-	8,  // 10: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
-	11, // 11: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
-	0,  // 12: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
-	28, // 13: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
-	2,  // 14: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
-	4,  // 15: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
-	1,  // 16: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
-	10, // 17: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
-	14, // 18: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
-	12, // 19: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
-	17, // 20: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
-	19, // 21: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
-	16, // 22: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
-	21, // 23: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
-	16, // 24: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 25: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
-	25, // 26: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
-	16, // 27: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 28: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 29: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
-	1,  // 30: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
-	3,  // 31: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 32: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	7,  // 33: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	13, // 34: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	15, // 35: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
-	13, // 36: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	18, // 37: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	20, // 38: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 39: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 40: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	22, // 41: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	24, // 42: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 43: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	26, // 44: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 45: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 46: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 47: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	6,  // 0: corral.plugin.v1.InfoResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
+	6,  // 1: corral.plugin.v1.OpenResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
+	6,  // 2: corral.plugin.v1.CapabilitiesResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
+	8,  // 3: corral.plugin.v1.Spec.pty:type_name -> corral.plugin.v1.WindowSize
+	9,  // 4: corral.plugin.v1.StartRequest.spec:type_name -> corral.plugin.v1.Spec
+	11, // 5: corral.plugin.v1.AttachRequest.ref:type_name -> corral.plugin.v1.Ref
+	11, // 6: corral.plugin.v1.ProcessResponse.ref:type_name -> corral.plugin.v1.Ref
+	9,  // 7: corral.plugin.v1.RunRequest.spec:type_name -> corral.plugin.v1.Spec
+	13, // 8: corral.plugin.v1.RunEvent.started:type_name -> corral.plugin.v1.ProcessResponse
+	23, // 9: corral.plugin.v1.RunEvent.exited:type_name -> corral.plugin.v1.ExitStatus
+	23, // 10: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
+	8,  // 11: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
+	11, // 12: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
+	27, // 13: corral.plugin.v1.ListenersResponse.listeners:type_name -> corral.plugin.v1.Listener
+	0,  // 14: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
+	33, // 15: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
+	2,  // 16: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
+	4,  // 17: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
+	1,  // 18: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
+	10, // 19: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
+	14, // 20: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
+	12, // 21: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
+	17, // 22: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
+	19, // 23: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
+	16, // 24: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
+	21, // 25: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
+	16, // 26: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 27: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
+	25, // 28: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
+	16, // 29: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 30: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 31: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
+	1,  // 32: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
+	1,  // 33: corral.plugin.v1.Backend.EnvListeners:input_type -> corral.plugin.v1.Empty
+	16, // 34: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
+	29, // 35: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
+	30, // 36: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
+	3,  // 37: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 38: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	7,  // 39: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	13, // 40: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	15, // 41: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	13, // 42: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	18, // 43: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	20, // 44: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 45: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 46: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	22, // 47: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	24, // 48: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 49: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	26, // 50: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 51: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 52: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 53: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	28, // 54: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 55: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 56: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
+	31, // 57: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
+	37, // [37:58] is the sub-list for method output_type
+	16, // [16:37] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1844,7 +2162,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

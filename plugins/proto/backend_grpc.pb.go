@@ -29,23 +29,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Info_FullMethodName         = "/corral.plugin.v1.Backend/Info"
-	Backend_Open_FullMethodName         = "/corral.plugin.v1.Backend/Open"
-	Backend_Capabilities_FullMethodName = "/corral.plugin.v1.Backend/Capabilities"
-	Backend_Start_FullMethodName        = "/corral.plugin.v1.Backend/Start"
-	Backend_Run_FullMethodName          = "/corral.plugin.v1.Backend/Run"
-	Backend_Attach_FullMethodName       = "/corral.plugin.v1.Backend/Attach"
-	Backend_Output_FullMethodName       = "/corral.plugin.v1.Backend/Output"
-	Backend_Write_FullMethodName        = "/corral.plugin.v1.Backend/Write"
-	Backend_CloseStdin_FullMethodName   = "/corral.plugin.v1.Backend/CloseStdin"
-	Backend_Signal_FullMethodName       = "/corral.plugin.v1.Backend/Signal"
-	Backend_Survivors_FullMethodName    = "/corral.plugin.v1.Backend/Survivors"
-	Backend_Wait_FullMethodName         = "/corral.plugin.v1.Backend/Wait"
-	Backend_Resize_FullMethodName       = "/corral.plugin.v1.Backend/Resize"
-	Backend_Ref_FullMethodName          = "/corral.plugin.v1.Backend/Ref"
-	Backend_Release_FullMethodName      = "/corral.plugin.v1.Backend/Release"
-	Backend_Remove_FullMethodName       = "/corral.plugin.v1.Backend/Remove"
-	Backend_Close_FullMethodName        = "/corral.plugin.v1.Backend/Close"
+	Backend_Info_FullMethodName          = "/corral.plugin.v1.Backend/Info"
+	Backend_Open_FullMethodName          = "/corral.plugin.v1.Backend/Open"
+	Backend_Capabilities_FullMethodName  = "/corral.plugin.v1.Backend/Capabilities"
+	Backend_Start_FullMethodName         = "/corral.plugin.v1.Backend/Start"
+	Backend_Run_FullMethodName           = "/corral.plugin.v1.Backend/Run"
+	Backend_Attach_FullMethodName        = "/corral.plugin.v1.Backend/Attach"
+	Backend_Output_FullMethodName        = "/corral.plugin.v1.Backend/Output"
+	Backend_Write_FullMethodName         = "/corral.plugin.v1.Backend/Write"
+	Backend_CloseStdin_FullMethodName    = "/corral.plugin.v1.Backend/CloseStdin"
+	Backend_Signal_FullMethodName        = "/corral.plugin.v1.Backend/Signal"
+	Backend_Survivors_FullMethodName     = "/corral.plugin.v1.Backend/Survivors"
+	Backend_Wait_FullMethodName          = "/corral.plugin.v1.Backend/Wait"
+	Backend_Resize_FullMethodName        = "/corral.plugin.v1.Backend/Resize"
+	Backend_Ref_FullMethodName           = "/corral.plugin.v1.Backend/Ref"
+	Backend_Release_FullMethodName       = "/corral.plugin.v1.Backend/Release"
+	Backend_Remove_FullMethodName        = "/corral.plugin.v1.Backend/Remove"
+	Backend_Close_FullMethodName         = "/corral.plugin.v1.Backend/Close"
+	Backend_EnvListeners_FullMethodName  = "/corral.plugin.v1.Backend/EnvListeners"
+	Backend_Listeners_FullMethodName     = "/corral.plugin.v1.Backend/Listeners"
+	Backend_WaitListening_FullMethodName = "/corral.plugin.v1.Backend/WaitListening"
+	Backend_CheckURL_FullMethodName      = "/corral.plugin.v1.Backend/CheckURL"
 )
 
 // BackendClient is the client API for Backend service.
@@ -84,6 +88,17 @@ type BackendClient interface {
 	Remove(ctx context.Context, in *ProcessRequest, opts ...grpc.CallOption) (*Empty, error)
 	// Close closes the Environment (env.Environment.Close).
 	Close(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// EnvListeners is the Environment's env.PortLister: every listening TCP
+	// socket of the sandbox. Listeners is the process's (its tree's).
+	// WaitListening is env.PortWaiter: it returns once the tree listens on
+	// one of the ports (the host cancels the call to stop waiting).
+	// CheckURL is env.URLChecker. A plugin whose Environment or process does
+	// not implement one answers with KIND_UNSUPPORTED; plugins built before
+	// these calls answer Unimplemented, which the host reads the same way.
+	EnvListeners(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ListenersResponse, error)
+	Listeners(ctx context.Context, in *ProcessRequest, opts ...grpc.CallOption) (*ListenersResponse, error)
+	WaitListening(ctx context.Context, in *WaitListeningRequest, opts ...grpc.CallOption) (*ListenersResponse, error)
+	CheckURL(ctx context.Context, in *CheckURLRequest, opts ...grpc.CallOption) (*CheckURLResponse, error)
 }
 
 type backendClient struct {
@@ -276,6 +291,46 @@ func (c *backendClient) Close(ctx context.Context, in *Empty, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *backendClient) EnvListeners(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ListenersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListenersResponse)
+	err := c.cc.Invoke(ctx, Backend_EnvListeners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) Listeners(ctx context.Context, in *ProcessRequest, opts ...grpc.CallOption) (*ListenersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListenersResponse)
+	err := c.cc.Invoke(ctx, Backend_Listeners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) WaitListening(ctx context.Context, in *WaitListeningRequest, opts ...grpc.CallOption) (*ListenersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListenersResponse)
+	err := c.cc.Invoke(ctx, Backend_WaitListening_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) CheckURL(ctx context.Context, in *CheckURLRequest, opts ...grpc.CallOption) (*CheckURLResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckURLResponse)
+	err := c.cc.Invoke(ctx, Backend_CheckURL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -312,6 +367,17 @@ type BackendServer interface {
 	Remove(context.Context, *ProcessRequest) (*Empty, error)
 	// Close closes the Environment (env.Environment.Close).
 	Close(context.Context, *Empty) (*Empty, error)
+	// EnvListeners is the Environment's env.PortLister: every listening TCP
+	// socket of the sandbox. Listeners is the process's (its tree's).
+	// WaitListening is env.PortWaiter: it returns once the tree listens on
+	// one of the ports (the host cancels the call to stop waiting).
+	// CheckURL is env.URLChecker. A plugin whose Environment or process does
+	// not implement one answers with KIND_UNSUPPORTED; plugins built before
+	// these calls answer Unimplemented, which the host reads the same way.
+	EnvListeners(context.Context, *Empty) (*ListenersResponse, error)
+	Listeners(context.Context, *ProcessRequest) (*ListenersResponse, error)
+	WaitListening(context.Context, *WaitListeningRequest) (*ListenersResponse, error)
+	CheckURL(context.Context, *CheckURLRequest) (*CheckURLResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -372,6 +438,18 @@ func (UnimplementedBackendServer) Remove(context.Context, *ProcessRequest) (*Emp
 }
 func (UnimplementedBackendServer) Close(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
+}
+func (UnimplementedBackendServer) EnvListeners(context.Context, *Empty) (*ListenersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnvListeners not implemented")
+}
+func (UnimplementedBackendServer) Listeners(context.Context, *ProcessRequest) (*ListenersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Listeners not implemented")
+}
+func (UnimplementedBackendServer) WaitListening(context.Context, *WaitListeningRequest) (*ListenersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitListening not implemented")
+}
+func (UnimplementedBackendServer) CheckURL(context.Context, *CheckURLRequest) (*CheckURLResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckURL not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -682,6 +760,78 @@ func _Backend_Close_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_EnvListeners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).EnvListeners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_EnvListeners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).EnvListeners(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_Listeners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Listeners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Listeners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Listeners(ctx, req.(*ProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_WaitListening_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitListeningRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).WaitListening(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_WaitListening_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).WaitListening(ctx, req.(*WaitListeningRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_CheckURL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckURLRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).CheckURL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_CheckURL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).CheckURL(ctx, req.(*CheckURLRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -748,6 +898,22 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Close",
 			Handler:    _Backend_Close_Handler,
+		},
+		{
+			MethodName: "EnvListeners",
+			Handler:    _Backend_EnvListeners_Handler,
+		},
+		{
+			MethodName: "Listeners",
+			Handler:    _Backend_Listeners_Handler,
+		},
+		{
+			MethodName: "WaitListening",
+			Handler:    _Backend_WaitListening_Handler,
+		},
+		{
+			MethodName: "CheckURL",
+			Handler:    _Backend_CheckURL_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -30,6 +30,18 @@
 // container runtime, a remote agent) implements nohup.Transport — one Exec
 // method — and calls [ServeTransport]; env/nohup then provides processes,
 // output by offset, stdin, whole-tree signals, re-attach and exit status.
+// Read the contract on nohup.Transport before designing the sandbox: every
+// Exec must reach the same long-lived sandbox, what a script leaves running
+// must outlive it, and the sandbox's PID 1 must reap orphans. [ScriptExit]
+// gives Exec its exit code; [Plugin.Capabilities] (from
+// [EngineCapabilities]) states what the sandbox changes, for the
+// Environments and for `corral backends` and `corral doctor`.
+//
+// docs/plugins.md in the corral repository is the author's guide: a
+// minimal ServeTransport plugin, the contract, the working directory
+// (plugins.WorkDir when the user gives no --dir), BaseDir stability,
+// capabilities, testing with env/envtest (Config.OwnSandbox for a sandbox
+// per Environment) and troubleshooting.
 //
 // A sandbox that lives in a host process (the init of a bwrap sandbox, a
 // VM monitor) is recorded as a [HostProcess] — PID and start time — so a
@@ -70,9 +82,14 @@ package sdk
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -98,6 +115,17 @@ type Plugin struct {
 	// Open returns the Environment for target (the whole target string,
 	// scheme included). ctx bounds only the opening.
 	Open func(ctx context.Context, target string) (env.Environment, error)
+	// Capabilities, when set, states what the plugin's Environments
+	// support: `corral backends` and `corral doctor` show it, notes
+	// included, without opening a target. With ServeTransport it also
+	// replaces the engine's own capabilities in every Environment: start
+	// from EngineCapabilities and say what the sandbox changes, e.g. a
+	// TreeKill of "pid-namespace" and a note when Close kills the whole
+	// namespace. The engine still turns PTY, Resize and ReattachPTY off
+	// (with its note) once it found that the sandbox cannot give a
+	// terminal. Nil: ServeTransport states the engine's own; Serve states
+	// nothing, and the Environment's Capabilities count once opened.
+	Capabilities *env.Capabilities
 }
 
 // LogLevelEnv is the variable through which the host asks for a log level
@@ -166,8 +194,107 @@ type TransportOpener func(ctx context.Context, target string) (nohup.Transport, 
 // (nohup.Options.Residents) with nothing more crossing the plugin
 // boundary. p.Open is ignored.
 func ServeTransport(p Plugin, open TransportOpener) {
-	p.Open = TransportEnvironment(open)
+	p.Open = p.transportEnvironment(open)
+	if p.Capabilities == nil {
+		c := EngineCapabilities()
+		p.Capabilities = &c
+	}
 	Serve(p)
+}
+
+// transportEnvironment is TransportEnvironment reporting p.Capabilities,
+// when set, instead of the engine's.
+func (p Plugin) transportEnvironment(open TransportOpener) func(context.Context, string) (env.Environment, error) {
+	newEnv := TransportEnvironment(open)
+	if p.Capabilities == nil {
+		return newEnv
+	}
+	caps := *p.Capabilities
+	return func(ctx context.Context, target string) (env.Environment, error) {
+		e, err := newEnv(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		return &statedEnv{Env: e.(*nohup.Env), caps: caps}, nil
+	}
+}
+
+// statedEnv is an engine Environment reporting the capabilities its plugin
+// states. Embedding keeps every other method of *nohup.Env, the optional
+// interfaces (env.ConnReporter, …) included.
+type statedEnv struct {
+	*nohup.Env
+	caps env.Capabilities
+}
+
+// Capabilities returns the stated capabilities, with what the engine
+// learnt about the sandbox since (no terminal program: PTY off, and the
+// engine's note saying so; no HTTP client: CheckURL off).
+func (s *statedEnv) Capabilities() env.Capabilities {
+	c := s.caps
+	c.Notes = append([]string(nil), s.caps.Notes...)
+	engine := s.Env.Capabilities()
+	if !engine.CheckURL {
+		// The sandbox was found to have no HTTP client.
+		c.CheckURL = false
+	}
+	if !engine.PTY {
+		c.PTY, c.Resize, c.ReattachPTY = false, false, false
+		defaults := EngineCapabilities().Notes
+		for _, n := range engine.Notes {
+			if !slices.Contains(defaults, n) {
+				c.Notes = append(c.Notes, n)
+			}
+		}
+	}
+	return c
+}
+
+// EngineCapabilities returns what the env/nohup engine reports for a
+// sandbox it has not asked anything yet: the starting point of a
+// ServeTransport plugin's Plugin.Capabilities.
+func EngineCapabilities() env.Capabilities {
+	e, err := nohup.New(noTransport{}, nohup.Options{})
+	if err != nil {
+		panic("sdk: " + err.Error()) // cannot happen: the options are the defaults
+	}
+	defer e.Close()
+	return e.Capabilities()
+}
+
+// noTransport is the Transport of the Env that EngineCapabilities asks:
+// Capabilities runs no script.
+type noTransport struct{}
+
+func (noTransport) Exec(context.Context, string, io.Reader, io.Writer, io.Writer) (int, error) {
+	return -1, fmt.Errorf("sdk: no transport: %w", env.ErrUnsupported)
+}
+
+// ScriptExit returns what nohup.Transport.Exec returns for a script run by
+// a local program (sh, nsenter, a runtime's exec client) once its Run or
+// Wait returned err: the script's exit code, or 128+N when signal N killed
+// it, with a nil error; or -1 and err itself when the program did not run
+// to an end (it could not be started, or its output could not be copied).
+//
+//	cmd := exec.CommandContext(ctx, "nsenter", args...)
+//	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+//	err := cmd.Run()
+//	if ctx.Err() != nil {
+//		return -1, ctx.Err() // cut short: the result is unknown
+//	}
+//	return sdk.ScriptExit(err)
+func ScriptExit(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return -1, err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
 }
 
 // TransportEnvironment adapts a TransportOpener to Plugin.Open, for plugins

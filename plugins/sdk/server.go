@@ -111,8 +111,12 @@ func (s *server) closeEnv() error {
 }
 
 func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	return &pb.InfoResponse{Name: s.plugin.Name, Version: s.plugin.Version, Description: s.plugin.Description,
-		ProtocolVersions: []int32{wire.ProtocolVersion}}, nil
+	resp := &pb.InfoResponse{Name: s.plugin.Name, Version: s.plugin.Version, Description: s.plugin.Description,
+		ProtocolVersions: []int32{wire.ProtocolVersion}}
+	if c := s.plugin.Capabilities; c != nil {
+		resp.Capabilities = wire.CapsToProto(*c)
+	}
+	return resp, nil
 }
 
 func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenResponse, error) {

@@ -56,6 +56,7 @@ var classCodes = map[errclass.Class]codes.Code{
 	errclass.Limit:       codes.Unknown,
 	errclass.Closed:      codes.Unknown,
 	errclass.WaitTimeout: codes.Unknown,
+	errclass.NameInUse:   codes.Unknown,
 }
 
 // ToStatus turns an error of the plugin's Environment into a gRPC status
@@ -148,6 +149,10 @@ func FromStatus(op string, err error) error {
 		// No detail: the transport itself failed, which for a local plugin
 		// means the plugin process is gone.
 		return &remoteError{op: op, msg: "plugin unreachable: " + msg, err: env.ErrUnavailable}
+	case codes.Unimplemented:
+		// No detail: gRPC's own answer for a method the plugin does not
+		// have (built before it was added), which is unsupported.
+		return &remoteError{op: op, msg: "the plugin does not implement this call (built with an older corral SDK): " + msg, err: env.ErrUnsupported}
 	}
 	return &remoteError{op: op, msg: msg}
 }

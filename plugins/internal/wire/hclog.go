@@ -55,9 +55,27 @@ func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	if h.name != "" {
 		all = append(all, "plugin", h.name)
 	}
-	all = append(all, h.implied...)
-	all = append(all, args...)
+	all = appendArgs(all, h.name != "", h.implied)
+	all = appendArgs(all, h.name != "", args)
 	h.l.Log(ctx, sl, msg, all...)
+}
+
+// PathKey is the key under which a host log record carries the plugin's
+// binary: go-plugin logs it as "plugin", which the host's records already
+// use for the plugin's name, and a record must not hold one key twice (a
+// JSON handler would emit both).
+const PathKey = "plugin_path"
+
+// appendArgs appends hclog's key-value pairs to all, renaming go-plugin's
+// "plugin" key to PathKey when rename is set.
+func appendArgs(all []any, rename bool, args []any) []any {
+	for i, a := range args {
+		if rename && i%2 == 0 && i+1 < len(args) && a == "plugin" {
+			a = PathKey
+		}
+		all = append(all, a)
+	}
+	return all
 }
 
 func (h *slogHCLog) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

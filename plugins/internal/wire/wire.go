@@ -116,13 +116,32 @@ func clamp16(v uint32) uint16 {
 // CapsToProto converts Capabilities.
 func CapsToProto(c env.Capabilities) *pb.Capabilities {
 	return &pb.Capabilities{Pty: c.PTY, Resize: c.Resize, Stdin: c.Stdin, Reattach: c.Reattach, ReattachPty: c.ReattachPTY,
-		ReplayOutput: c.ReplayOutput, TreeKill: c.TreeKill, Notes: c.Notes}
+		ReplayOutput: c.ReplayOutput, TreeKill: c.TreeKill, Notes: c.Notes, Ports: c.Ports, CheckUrl: c.CheckURL}
 }
 
 // CapsFromProto converts Capabilities back.
 func CapsFromProto(c *pb.Capabilities) env.Capabilities {
 	return env.Capabilities{PTY: c.GetPty(), Resize: c.GetResize(), Stdin: c.GetStdin(), Reattach: c.GetReattach(),
-		ReattachPTY: c.GetReattachPty(), ReplayOutput: c.GetReplayOutput(), TreeKill: c.GetTreeKill(), Notes: c.GetNotes()}
+		ReattachPTY: c.GetReattachPty(), ReplayOutput: c.GetReplayOutput(), TreeKill: c.GetTreeKill(), Notes: c.GetNotes(),
+		Ports: c.GetPorts(), CheckURL: c.GetCheckUrl()}
+}
+
+// ListenersToProto converts Listeners.
+func ListenersToProto(ls []env.Listener) *pb.ListenersResponse {
+	out := make([]*pb.Listener, len(ls))
+	for i, l := range ls {
+		out[i] = &pb.Listener{Port: int32(l.Port), Addr: l.Addr, Pid: int64(l.PID), Command: l.Command}
+	}
+	return &pb.ListenersResponse{Listeners: out}
+}
+
+// ListenersFromProto converts Listeners back.
+func ListenersFromProto(r *pb.ListenersResponse) []env.Listener {
+	out := make([]env.Listener, len(r.GetListeners()))
+	for i, l := range r.GetListeners() {
+		out[i] = env.Listener{Port: int(l.GetPort()), Addr: l.GetAddr(), PID: int(l.GetPid()), Command: l.GetCommand()}
+	}
+	return out
 }
 
 // RefToProto converts a Ref.
