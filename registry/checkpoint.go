@@ -84,6 +84,20 @@ type checkpointRecord struct {
 	// is then reported killed (or timed_out) however it ends, also when
 	// it ends while no supervisor runs.
 	KillReason State `json:"kill_reason,omitempty"`
+
+	// Dev-server options (StartOptions.Name, Ready, TTL, IdleTimeout) and
+	// progress: a restarted registry keeps the name, re-arms the readiness
+	// watch of a process not ready yet (one ready stays ready) and the
+	// deadlines (the TTL still counts from StartedAt). EnvDigest stands
+	// for the environment, which is not stored, so that a named start
+	// after the restart can still tell the same command. Durations are
+	// nanoseconds. Absent from files written before, which is their zero.
+	Name        string        `json:"name,omitempty"`
+	EnvDigest   string        `json:"env_digest,omitempty"`
+	Ready       *ReadyOptions `json:"ready,omitempty"`
+	ReadyAt     time.Time     `json:"ready_at,omitzero"`
+	TTL         time.Duration `json:"ttl,omitempty"`
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
@@ -96,6 +110,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason,
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
+		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: in.TTL, IdleTimeout: in.IdleTimeout,
 	}
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut

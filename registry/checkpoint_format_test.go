@@ -115,6 +115,7 @@ func TestCheckpointRecordNames(t *testing.T) {
 		Status: &env.ExitStatus{Code: 1}, OutputBytes: 1, Reason: "r", TimedOut: TimedOutTimeout,
 		Ref: &env.Ref{Env: "local", Data: json.RawMessage(`{}`)}, WatchDisabled: true, Leftover: 1, TreeRunning: true,
 		Watch: []string{"w"}, WatchRegex: []string{"r"}, PTYSize: &env.WindowSize{Rows: 1, Cols: 1}, KillReason: StateKilled,
+		Name: "web", EnvDigest: "d", Ready: &ReadyOptions{Port: 1}, ReadyAt: time.Unix(4, 0), TTL: 1, IdleTimeout: 1,
 	}
 	b, err := json.Marshal(rec)
 	require.NoError(t, err)
@@ -126,8 +127,9 @@ func TestCheckpointRecordNames(t *testing.T) {
 	}
 	slices.Sort(names)
 	assert.Equal(t, []string{
-		"backend", "command", "created_at", "detached", "dir", "ended_at", "id", "kill_reason", "labels",
-		"leftover", "notify", "output_bytes", "pid", "pty", "pty_size", "reason", "ref", "started_at",
-		"state", "status", "stdin", "timed_out", "tree_running", "watch", "watch_disabled", "watch_regex",
+		"backend", "command", "created_at", "detached", "dir", "ended_at", "env_digest", "id", "idle_timeout",
+		"kill_reason", "labels", "leftover", "name", "notify", "output_bytes", "pid", "pty", "pty_size",
+		"ready", "ready_at", "reason", "ref", "started_at", "state", "status", "stdin", "timed_out",
+		"tree_running", "ttl", "watch", "watch_disabled", "watch_regex",
 	}, names)
 }

@@ -23,7 +23,11 @@
 //	stdin.go       Write, Submit, CloseStdin, Resize
 //	run.go         Run: foreground with timeouts and yield
 //	events.go      the eventBus and Subscription
-//	watch.go       output patterns and their rate limit
+//	watch.go       output patterns and their rate limit; the line splitter
+//	names.go       process names: ValidateName, reuse, lookup by name
+//	ready.go       readiness (port, pattern, URL), WaitReady
+//	deadlines.go   a background process's TTL and idle timeout
+//	ports.go       Ports, and ListOptions.Ports
 //	buffer.go      the bounded head+tail output Buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
 //	recover.go     Recover: re-attach or settle what the state file lists;
@@ -40,6 +44,31 @@
 // least 4 hex digits, with or without "proc_"; an ambiguous prefix is an
 // *AmbiguousError (ErrAmbiguous) listing the candidates, an unknown one
 // ErrNotFound.
+//
+// A process started with StartOptions.Name can be named wherever an ID is
+// taken: the name names the process whose tree runs under it, else the
+// newest tracked process that had it (a name nobody has is ErrInvalidID).
+// Names are unique among processes whose tree runs; see StartOptions.Name
+// for reuse, ErrNameInUse and Replace.
+//
+// # Dev servers
+//
+// StartOptions.Ready makes the registry watch for readiness (ready.go):
+// every condition given must hold, then Info.ReadyAt is set and a ready
+// event published. A port is waited for through the process's
+// env.PortWaiter, or polled through its env.PortLister (one look per poll,
+// at a fiftieth of the process's age clamped to [20 ms, 1 s]); a pattern
+// is matched on output lines, with no polling; a URL is polled, only once
+// the port holds. A condition the backend cannot check is refused at
+// Start. Nothing is polled once the process is ready or its tree ended.
+// A ready process whose tree ends on its own — no kill, TTL or idle
+// timeout of ours signalled it — publishes a crashed event (exempt from
+// the global rate limit, with Status and Tail). StartOptions.TTL and
+// IdleTimeout kill the tree (timed_out, TimedOut "ttl" or "idle_timeout";
+// a ttl_expired event first for the TTL). All of it is checkpointed:
+// after a restart a ready process stays ready, one not ready yet is
+// watched again, and the deadlines still count from StartedAt and the
+// last output.
 //
 // # States
 //
@@ -147,7 +176,8 @@
 //
 // Subscribe returns a pull-based Subscription (Next, Close). Event types
 // are started, exited (every final state but failed), watch_match,
-// watch_disabled and suppressed.
+// watch_disabled, suppressed, and for dev servers ready, crashed and
+// ttl_expired.
 //
 // Watch patterns (StartOptions.Watch substrings, WatchRegex Go regular
 // expressions) are matched against complete output lines after ANSI

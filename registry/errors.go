@@ -48,6 +48,12 @@ var (
 	// a negative duration, an unknown backend target).
 	ErrInvalidOptions = errclass.New(errclass.Invalid, "registry: invalid options")
 
+	// ErrNameInUse: StartOptions.Name is held by a process whose tree
+	// still runs and that is not the same command (backend, command,
+	// directory, environment), and Replace was not asked for. The message
+	// names the holder's ID and command.
+	ErrNameInUse = errclass.New(errclass.NameInUse, "registry: name in use")
+
 	// ErrClosed: the Registry was closed.
 	ErrClosed = errclass.New(errclass.Closed, "registry: closed")
 )

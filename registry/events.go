@@ -33,6 +33,15 @@ const (
 	// EventSuppressed: the global rate limit held events back; this
 	// summary, published when the cooldown ends, counts them.
 	EventSuppressed EventType = "suppressed"
+	// EventReady: every readiness condition of a process holds
+	// (StartOptions.Ready).
+	EventReady EventType = "ready"
+	// EventCrashed: a process that had become ready ended on its own (not
+	// by a kill or timeout of ours); Status and Tail say how.
+	EventCrashed EventType = "crashed"
+	// EventTTLExpired: a process's TTL ran out and its tree is being
+	// killed.
+	EventTTLExpired EventType = "ttl_expired"
 )
 
 // Rate limits of the event stream (see the package documentation).
@@ -257,8 +266,10 @@ func (b *eventBus) unsubscribe(s *Subscription) {
 
 // publish applies the global rate limit and hands ev to every subscriber.
 //
-// A completion someone asked for (exited with Notify) bypasses the limit:
-// it is neither held back nor counted, even during a cooldown. The limit
+// A completion someone asked for (exited with Notify), and a dev server's
+// ready, crashed and ttl_expired events (each at most one per process, and
+// what an agent waits on) bypass the limit: they are neither held back nor
+// counted, even during a cooldown. The limit
 // exists for floods of watch matches, which an agent can do nothing about;
 // a completion notice is the one event it needs per process, and there is
 // at most one per process, so those cannot flood.
@@ -269,7 +280,7 @@ func (b *eventBus) publish(ev Event) {
 		return
 	}
 	now := time.Now()
-	if ev.Type == EventExited && ev.Notify {
+	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired {
 		b.deliverLocked(ev, now)
 		return
 	}

@@ -113,6 +113,8 @@ func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 	// Counted before the signal, so that Ended covers everything the kill
 	// ends; a backend that cannot tell yields 0 and a lower bound.
 	before, _ := h.Survivors(ctx)
+	// Whatever ends the tree from here on is our doing, not a crash.
+	p.ourSignal.Store(true)
 	err := h.Signal(ctx, plan.sig)
 	if !leaderDone {
 		p.mu.Lock()
@@ -187,6 +189,7 @@ func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 // signalled, not killed: should it exit later, that is its own exit.
 func (p *proc) leftRunning(ctx context.Context, h env.Process, res KillResult, before []int) (KillResult, error) {
 	res.StillRunning = true
+	p.ourSignal.Store(false) // it survived the signal: a later end is its own
 	p.mu.Lock()
 	if !p.state.Final() {
 		p.killReason, p.timedOut = "", ""

@@ -31,6 +31,11 @@ type proc struct {
 	// lazy is set for a process restored in a final state: its output is
 	// still in the sandbox, read into buf on first need (loadOutput).
 	lazy *lazyOutput
+	// ready holds the readiness conditions; nil without them.
+	ready *readiness
+	// envDigest identifies opts.Env (see envDigest), which the state file
+	// does not keep.
+	envDigest string
 
 	started  chan struct{} // closed once running or failed
 	done     chan struct{} // closed once the final state is recorded
@@ -46,6 +51,9 @@ type proc struct {
 	treeLive      atomic.Bool  // the tree may still run: treeDone not closed
 	waiters       atomic.Int32 // Waits and Runs blocked on the end; see enterWait
 	watchDisabled atomic.Bool
+	// ourSignal: a kill of ours signalled the tree, so its end is not a
+	// crash.
+	ourSignal atomic.Bool
 
 	teeMu sync.Mutex
 	tee   io.Writer // Run's live output; nil once Run returned
@@ -72,6 +80,7 @@ type proc struct {
 	killReason State // StateKilled or StateTimedOut once our signal was delivered
 	signalling int   // our signals in flight
 	leftover   int   // processes of the tree alive after the leader exited
+	readyAt    time.Time
 }
 
 func (p *proc) info() Info {
@@ -107,6 +116,15 @@ func (p *proc) infoLocked() Info {
 		// leader's exit (microseconds on most backends) counts as gone
 		// here; decisions that must not be wrong look (liveTree).
 		TreeRunning: !p.state.Final() || p.leftover > 0,
+		Name:        p.opts.Name,
+		ReadyAt:     p.readyAt,
+		TTL:         p.opts.TTL,
+		ExpiresAt:   p.expiresAtLocked(),
+		IdleTimeout: p.opts.IdleTimeout,
+	}
+	if p.ready != nil {
+		ro := p.ready.opts
+		in.Ready = &ro
 	}
 	if p.status != nil {
 		st := *p.status
@@ -142,10 +160,22 @@ func (p *proc) closeReader() {
 // An invalid option or a full registry returns an error and registers
 // nothing. A process the backend could not start is registered in state
 // failed (Reason says why) and its Info is returned with the error.
+//
+// A named Start (StartOptions.Name) whose name a process with a running
+// tree holds returns that process, with Info.Reused set, when it runs the
+// same command (backend, command, directory, environment); otherwise it
+// fails with ErrNameInUse, or with Replace kills the holder's tree and
+// starts anew. Concurrent Starts of one name start one process.
 func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
-	p, err := r.start(ctx, opts, startHow{detach: true})
+	var reused bool
+	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused})
 	if p == nil {
 		return Info{}, err
+	}
+	if reused {
+		in := p.info()
+		in.Reused = true
+		return in, nil
 	}
 	r.checkpointSync()
 	return p.info(), err
@@ -158,6 +188,9 @@ type startHow struct {
 	tee        io.Writer  // Run's live output
 	started    func(Info) // RunOptions.Started
 	waiter     bool       // the caller waits for the end (Run): counted from registration on
+	// reused, when non-nil, lets a named start return the process that
+	// holds the name and runs the same command (set to true then).
+	reused *bool
 }
 
 func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
@@ -176,6 +209,24 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	w, err := newWatcher(opts.Watch, opts.WatchRegex)
 	if err != nil {
 		return nil, err
+	}
+	if err := validateDevOptions(opts); err != nil {
+		return nil, err
+	}
+	rd, err := validateReady(opts.Ready)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Ready != nil {
+		ro := *opts.Ready
+		opts.Ready = &ro
+		// Refused before anything is registered: a condition the backend
+		// cannot check would never hold.
+		if e, err := r.environment(ctx, opts.Backend); err == nil {
+			if err := checkReadyCaps(e, opts.Ready); err != nil {
+				return nil, fmt.Errorf("registry: start: %w", err)
+			}
+		}
 	}
 	opts.Labels = maps.Clone(opts.Labels)
 	opts.Env = spec.Env
@@ -202,11 +253,18 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		state:      StateStarting,
 		tee:        how.tee,
 		foreground: how.foreground,
+		ready:      rd,
+		envDigest:  envDigest(opts.Env),
 	}
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
-	if err := r.register(p); err != nil {
+	holder, err := r.registerNamed(ctx, p, how.reused != nil)
+	if err != nil {
 		return nil, err
+	}
+	if holder != nil {
+		*how.reused = true
+		return holder, nil
 	}
 	if how.waiter {
 		// Counted before anything can end the process: its completion
@@ -271,8 +329,10 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		how.started(p.info())
 	}
 	go p.monitor()
+	p.armReady(h, e)
+	p.armDeadlines()
 	r.ev.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
-		Summary: fmt.Sprintf("%s started: %s", p.id, clip(opts.Command, 200))})
+		Summary: fmt.Sprintf("%s started: %s", p.label(), clip(opts.Command, 200))})
 	return p, nil
 }
 
@@ -333,7 +393,7 @@ func (p *proc) monitor() {
 	}
 	p.finish(st, lost)
 	if lost != nil {
-		p.treeGone()
+		p.treeEnded()
 		return
 	}
 	p.followTree(ctx, h)
@@ -373,6 +433,9 @@ func (p *proc) ingest(b []byte) {
 	p.teeMu.Unlock()
 	if p.watch != nil {
 		p.publishHits(p.watch.feed(b, time.Now, false))
+	}
+	if p.ready != nil {
+		p.feedReady(b)
 	}
 }
 
@@ -435,4 +498,50 @@ func copyStatus(s *env.ExitStatus) *env.ExitStatus {
 	}
 	c := *s
 	return &c
+}
+
+// treeEnded records that the tree is gone, seen by the process's own
+// watch (not at a restore), and publishes a crashed event when a ready
+// process's tree ended on its own.
+//
+// The event is published before treeDone closes, so that whoever waits
+// for the tree finds it published.
+func (p *proc) treeEnded() {
+	if rd := p.ready; rd != nil {
+		rd.stop()
+		if p.treeLive.Load() && rd.isReady() && !p.ourSignal.Load() {
+			p.r.ev.publish(p.crashedEvent())
+		}
+	}
+	p.treeGone()
+}
+
+// crashedEvent is the event of a ready process whose tree ended on its own.
+func (p *proc) crashedEvent() Event {
+	in := p.info()
+	ev := Event{Type: EventCrashed, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status, Notify: true,
+		Tail: outputTail(p.buf, MaxEventTail)}
+	how := string(in.State)
+	if in.Status != nil {
+		how = fmt.Sprintf("%s (%s)", in.State, in.Status)
+	} else if in.Reason != "" {
+		how = fmt.Sprintf("%s: %s", in.State, in.Reason)
+	}
+	ev.Summary = fmt.Sprintf("%s crashed after it was ready: %s: %s", p.label(), how, clip(p.opts.Command, 200))
+	return ev
+}
+
+// validateDevOptions checks the dev-server options of StartOptions.
+func validateDevOptions(opts StartOptions) error {
+	if opts.Name != "" {
+		if err := ValidateName(opts.Name); err != nil {
+			return err
+		}
+	} else if opts.Replace {
+		return fmt.Errorf("%w: replace needs a name: it replaces the process holding that name", ErrInvalidOptions)
+	}
+	if opts.TTL < 0 || opts.IdleTimeout < 0 {
+		return fmt.Errorf("%w: negative TTL or idle timeout", ErrInvalidOptions)
+	}
+	return nil
 }

@@ -187,15 +187,21 @@ func (r *Registry) setAside(rep RecoverReport, cause error) (RecoverReport, erro
 // restoredProc builds the proc of a record, in its recorded state.
 func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 	opts := StartOptions{
-		Backend:    rec.Backend,
-		Command:    rec.Command,
-		Dir:        rec.Dir,
-		PTY:        rec.PTYSize,
-		Stdin:      rec.Stdin,
-		Labels:     rec.Labels,
-		Watch:      rec.Watch,
-		WatchRegex: rec.WatchRegex,
-		Notify:     rec.Notify,
+		Backend:     rec.Backend,
+		Command:     rec.Command,
+		Dir:         rec.Dir,
+		PTY:         rec.PTYSize,
+		Stdin:       rec.Stdin,
+		Labels:      rec.Labels,
+		Watch:       rec.Watch,
+		WatchRegex:  rec.WatchRegex,
+		Notify:      rec.Notify,
+		Name:        rec.Name,
+		TTL:         rec.TTL,
+		IdleTimeout: rec.IdleTimeout,
+	}
+	if opts.Name != "" && ValidateName(opts.Name) != nil {
+		opts.Name = "" // not written by this registry: ignore rather than confuse IDs
 	}
 	if rec.PTY && opts.PTY == nil {
 		sz := env.DefaultWindowSize
@@ -225,9 +231,28 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		detached:   rec.Detached,
 		foreground: rec.Foreground,
 		killReason: rec.KillReason,
+		envDigest:  rec.EnvDigest,
+		readyAt:    rec.ReadyAt,
+	}
+	if rec.Ready != nil {
+		// Conditions a record holds passed validation when it was written;
+		// should one not, readiness is simply not watched.
+		if rd, err := validateReady(rec.Ready); err == nil {
+			p.ready, p.opts.Ready = rd, &rd.opts
+			if !rec.ReadyAt.IsZero() || rec.State.Final() {
+				// Ready stays ready; a finished process is not watched.
+				rd.lines = nil
+				rd.pending.Store(0)
+				if !rec.ReadyAt.IsZero() {
+					close(rd.ch)
+				}
+			}
+		}
 	}
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
+	// A kill of the supervisor before ended it, or is ending it: not a crash.
+	p.ourSignal.Store(rec.KillReason != "")
 	p.leftover = rec.Leftover
 	if rec.State.Final() {
 		p.lazy = &lazyOutput{bytes: rec.OutputBytes, turn: make(chan struct{}, 1)}
@@ -285,6 +310,7 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	p.mu.Unlock()
 	close(p.started)
 	r.log.Debug("re-attached", "id", p.id, "backend", p.backend, "pid", h.PID())
+	p.rearm(ctx, h)
 	// A process that ended while no supervisor ran must be listed with its
 	// real status as soon as Recover returns, not a moment later: when
 	// Wait answers at once, let the monitor collect the output and record
@@ -342,6 +368,7 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 	p.mu.Lock()
 	p.handle = h // also what pruning or Remove deletes the sandbox state with
 	p.mu.Unlock()
+	p.rearm(ctx, h)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -529,4 +556,16 @@ func (r *Registry) killOrphanedForeground(p *proc) {
 			r.log.Warn("recover: kill of an orphaned foreground process failed", "id", p.id, "err", err)
 		}
 	})
+}
+
+// rearm restarts, after a restart, the readiness watch of a re-attached
+// process that was not ready yet, and its deadlines (a TTL that ran out
+// while no supervisor ran fires at once).
+func (p *proc) rearm(ctx context.Context, h env.Process) {
+	if p.ready != nil && !p.ready.isReady() {
+		if e, err := p.r.environment(ctx, p.backend); err == nil {
+			p.armReady(h, e)
+		}
+	}
+	p.armDeadlines()
 }

@@ -28,6 +28,18 @@ type Service interface {
 	Log(ctx context.Context, id string, opts LogOptions) (LogResult, error)
 	Wait(ctx context.Context, id string, timeout time.Duration) (Info, error)
 	WaitTree(ctx context.Context, id string, timeout time.Duration) (Info, error)
+	// WaitReady waits until the process is ready (StartOptions.Ready) and
+	// returns its Info with ReadyAt set; when its tree ends first, the
+	// final Info with ReadyAt zero and no error. ErrWaitTimeout when
+	// timeout (0: none) elapses first; ErrInvalidOptions when it has no
+	// readiness conditions.
+	WaitReady(ctx context.Context, id string, timeout time.Duration) (Info, error)
+
+	// Ports lists every listening TCP socket of backend ("" = the default
+	// backend), with the corral process whose tree holds it when corral
+	// started its holder. An error matching env.ErrUnsupported when the
+	// backend cannot see sockets.
+	Ports(ctx context.Context, backend string) ([]PortInfo, error)
 
 	Kill(ctx context.Context, id string, opts KillOptions) (KillResult, error)
 	KillAll(ctx context.Context, opts KillAllOptions) ([]KillResult, error)

@@ -20,9 +20,14 @@ import (
 const cleanupTimeout = 10 * time.Second
 
 // lookup validates idOrPrefix and returns the process it names.
+//
+// A name (see ValidateName) names the process whose tree runs under it,
+// or else the newest tracked process that had it. A name nobody has is
+// ErrInvalidID: the argument is neither an ID nor a known name.
 func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
+	byName := isNameArg(idOrPrefix)
 	h, full, err := parseIDArg(idOrPrefix)
-	if err != nil {
+	if err != nil && !byName {
 		return nil, err
 	}
 	now := time.Now()
@@ -32,7 +37,12 @@ func (r *Registry) lookup(idOrPrefix string) (*proc, error) {
 		return nil, fmt.Errorf("registry: %s: %w", idOrPrefix, ErrClosed)
 	}
 	var p *proc
-	if full {
+	if byName {
+		if p = r.byNameLocked(idOrPrefix); p == nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w %q: no process has that name, and it is not a process ID: %s", ErrInvalidID, truncate(idOrPrefix, 40), idFormMsg)
+		}
+	} else if full {
 		p = r.procs[idPrefix+h]
 	} else {
 		var matches []string
@@ -160,13 +170,69 @@ func (r *Registry) admitLocked(p *proc) {
 	r.procs[p.id] = p
 }
 
-// register reserves an ID for p, making room by pruning.
-func (r *Registry) register(p *proc) error {
+// registerNamed registers p (see register) under its name, if it has one.
+// When a process whose tree may run holds the name: with reuse and the
+// same command, that process is returned (p is not registered); with
+// Replace, its tree is killed and the name taken again; otherwise the
+// error is ErrNameInUse naming the holder.
+func (r *Registry) registerNamed(ctx context.Context, p *proc, reuse bool) (*proc, error) {
+	for range replaceAttempts {
+		holder, err := r.register(p)
+		if err != nil || holder == nil {
+			return nil, err
+		}
+		// The holder may still be starting: its Info says little yet.
+		select {
+		case <-holder.started:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("registry: start %s: waiting for %s, which holds the name: %w", p.opts.Name, holder.id, ctx.Err())
+		}
+		switch {
+		case !holder.mayRun():
+			// Its start failed, or it ended meanwhile: the name is free.
+			continue
+		case p.opts.Replace:
+			r.log.Debug("replacing the holder of a name", "name", p.opts.Name, "id", holder.id)
+			_, grace, _ := r.killParams("", 0)
+			if _, err := holder.kill(ctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateKilled}); err != nil {
+				return nil, fmt.Errorf("registry: start %s: replace %s: %w", p.opts.Name, holder.id, err)
+			}
+			select {
+			case <-holder.treeDone:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("registry: start %s: waiting for the tree of %s to end: %w", p.opts.Name, holder.id, ctx.Err())
+			case <-r.ctx.Done():
+				return nil, fmt.Errorf("registry: start: %w", ErrClosed)
+			}
+		case reuse && holder.sameCommand(p.opts):
+			return holder, nil
+		default:
+			return nil, nameInUse(p.opts.Name, holder.info())
+		}
+	}
+	return nil, fmt.Errorf("%w: name %s was taken again each time its holder was replaced (%d times): another caller starts it too",
+		ErrNameInUse, p.opts.Name, replaceAttempts)
+}
+
+// replaceAttempts bounds how often a Replace kills a holder of the name
+// and finds it taken again by a concurrent start.
+const replaceAttempts = 3
+
+// register reserves an ID for p, making room by pruning. When p has a name
+// that a process whose tree may run holds, it registers nothing and
+// returns that process.
+func (r *Registry) register(p *proc) (holder *proc, err error) {
 	now := time.Now()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return fmt.Errorf("registry: start: %w", ErrClosed)
+		return nil, fmt.Errorf("registry: start: %w", ErrClosed)
+	}
+	if p.opts.Name != "" {
+		if h := r.nameHolderLocked(p.opts.Name); h != nil {
+			r.mu.Unlock()
+			return h, nil
+		}
 	}
 	pruned := r.pruneExpiredLocked(now)
 	if len(r.procs) >= r.cfg.MaxProcesses {
@@ -179,7 +245,7 @@ func (r *Registry) register(p *proc) error {
 		if oldest == nil {
 			r.mu.Unlock()
 			r.cleanup(pruned)
-			return fmt.Errorf("%w: all %d tracked processes are still running: wait for or kill some, or raise MaxProcesses",
+			return nil, fmt.Errorf("%w: all %d tracked processes are still running: wait for or kill some, or raise MaxProcesses",
 				ErrLimit, r.cfg.MaxProcesses)
 		}
 		delete(r.procs, oldest.id)
@@ -195,12 +261,14 @@ func (r *Registry) register(p *proc) error {
 	r.mu.Unlock()
 	r.cleanup(pruned)
 	r.stateChanged()
-	return nil
+	return nil, nil
 }
 
 // List returns snapshots of the processes opts selects, oldest first. In
-// process it never fails.
-func (r *Registry) List(_ context.Context, opts ListOptions) ([]Info, error) {
+// process it never fails. With ListOptions.Ports it asks each listed
+// process whose tree runs for its listening ports (one look each, on
+// backends that can see sockets).
+func (r *Registry) List(ctx context.Context, opts ListOptions) ([]Info, error) {
 	procs := r.selectProcs(opts)
 	out := make([]Info, 0, len(procs))
 	for _, p := range procs {
@@ -214,6 +282,9 @@ func (r *Registry) List(_ context.Context, opts ListOptions) ([]Info, error) {
 		if matchState(in, opts) {
 			out = append(out, in)
 		}
+	}
+	if opts.Ports {
+		r.setPorts(ctx, procs, out)
 	}
 	return out, nil
 }

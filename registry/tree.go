@@ -24,7 +24,7 @@ import (
 func (p *proc) followTree(ctx context.Context, h env.Process) {
 	defer func() {
 		if ctx.Err() == nil {
-			p.treeGone()
+			p.treeEnded()
 		}
 	}()
 	delay := 10 * time.Millisecond

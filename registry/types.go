@@ -112,6 +112,8 @@ func (s State) Valid() bool {
 const (
 	TimedOutTimeout = "timeout"
 	TimedOutIdle    = "idle_timeout"
+	// TimedOutTTL: StartOptions.TTL ran out (a ttl_expired event says so).
+	TimedOutTTL = "ttl"
 )
 
 // Info is a snapshot of one tracked process. It is plain data.
@@ -145,7 +147,7 @@ type Info struct {
 	// the process on its own (a foreground process found running after a
 	// restart, whose caller was lost).
 	Reason string `json:"reason,omitempty"`
-	// TimedOut is "", "timeout" or "idle_timeout".
+	// TimedOut is "", "timeout", "idle_timeout" or "ttl".
 	TimedOut string `json:"timed_out,omitempty"`
 	// Ref re-attaches to a detached process after a supervisor restart.
 	// It is backend-private (state directories, container IDs) and of no
@@ -169,6 +171,42 @@ type Info struct {
 	// (Event.Consumed). A client of a remote registry filters its event
 	// stream by it.
 	ResultReported bool `json:"result_reported,omitempty"`
+
+	// Name is the process's name (StartOptions.Name), "" when unnamed.
+	Name string `json:"name,omitempty"`
+	// Reused is set only on the Info Start returns: a live process of that
+	// name with the same backend, command, directory and environment was
+	// already running, and Start returned it instead of starting another.
+	Reused bool `json:"reused,omitempty"`
+	// Ready holds the readiness conditions (StartOptions.Ready), nil when
+	// none were given.
+	Ready *ReadyOptions `json:"ready,omitempty"`
+	// ReadyAt is when every readiness condition first held; zero while
+	// not (yet) ready.
+	ReadyAt time.Time `json:"ready_at,omitzero"`
+	// TTL and ExpiresAt: the tree is killed at ExpiresAt (StartedAt + TTL)
+	// with a ttl_expired event. Zero when no TTL was given.
+	TTL       time.Duration `json:"ttl,omitempty"`
+	ExpiresAt time.Time     `json:"expires_at,omitzero"`
+	// IdleTimeout kills a background tree after that long without output.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Ports lists the TCP ports the tree listens on, sorted; set by List
+	// with ListOptions.Ports only (one look per running process).
+	Ports []int `json:"ports,omitempty"`
+}
+
+// ReadyOptions are the conditions that make a process ready. Every
+// condition given must hold; at least one must be given.
+type ReadyOptions struct {
+	// Port: a process of the tree listens on this TCP port (a program
+	// outside the tree on the same port does not count).
+	Port int `json:"port,omitempty"`
+	// Pattern: a complete output line (ANSI-stripped) matches this regular
+	// expression (Go syntax). Once matched it stays matched.
+	Pattern string `json:"pattern,omitempty"`
+	// URL: a GET of this http(s) URL, made from inside the sandbox,
+	// answers 2xx or 3xx (redirects are not followed).
+	URL string `json:"url,omitempty"`
 }
 
 // StartOptions describes a process to start.
@@ -194,6 +232,26 @@ type StartOptions struct {
 	// Notify marks the process's exited event as one the caller asked to
 	// be told about (Event.Notify).
 	Notify bool
+
+	// Name names the process (see ValidateName). Names are unique among
+	// processes whose tree still runs. Starting a name that is taken
+	// returns the running process (Info.Reused) when it has the same
+	// backend, command, directory and environment, and otherwise fails
+	// with ErrNameInUse naming it, unless Replace is set.
+	Name string
+	// Replace kills the tree holding Name first (as Kill does), then
+	// starts this one.
+	Replace bool
+	// Ready, when non-nil, makes the registry watch for readiness: it sets
+	// Info.ReadyAt and publishes a ready event when every condition holds,
+	// and a crashed event when the tree ends on its own after that.
+	Ready *ReadyOptions
+	// TTL kills the tree this long after it started (0: never), with a
+	// ttl_expired event; Info.TimedOut is "ttl".
+	TTL time.Duration
+	// IdleTimeout kills the tree after this long without output (0:
+	// never); Info.TimedOut is "idle_timeout".
+	IdleTimeout time.Duration
 }
 
 // RunOptions describes a foreground process: Run waits for it.
@@ -340,6 +398,19 @@ type ListOptions struct {
 	All bool
 	// WithRef sets Info.Ref of detached processes.
 	WithRef bool
+	// Ports sets Info.Ports of processes whose tree runs, on backends that
+	// can see sockets (one look per process).
+	Ports bool
+}
+
+// PortInfo is one listening TCP socket of a backend (Service.Ports).
+type PortInfo struct {
+	Backend string `json:"backend"`
+	env.Listener
+	// ID and Name name the corral process whose tree holds the socket;
+	// empty when corral did not start its holder.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
 }
 
 // KillAllOptions chooses which processes KillAll ends and how.

@@ -20,9 +20,7 @@ const maxWatchLine = 64 << 10
 type watcher struct {
 	substrings []string
 	regexps    []*regexp.Regexp
-	strip      ansi.Stripper
-	scratch    []byte
-	line       []byte // the incomplete last line
+	lines      lineSplitter
 
 	windowStart  time.Time
 	windowActive bool
@@ -65,34 +63,58 @@ func (w *watcher) feed(p []byte, now func() time.Time, flush bool) []watchHit {
 	if w.disabled {
 		return nil
 	}
-	w.scratch = w.strip.Append(w.scratch[:0], p)
-	data := w.scratch
 	var hits []watchHit
-	for len(data) > 0 && !w.disabled {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			room := maxWatchLine - len(w.line)
-			if len(data) < room {
-				w.line = append(w.line, data...)
-				break
-			}
-			w.line = append(w.line, data[:room]...)
-			data = data[room:]
-		} else {
-			w.line = append(w.line, data[:i]...)
-			data = data[i+1:]
-		}
-		hits = w.matchLine(w.line, now, hits)
-		w.line = w.line[:0]
-	}
-	if flush && len(w.line) > 0 && !w.disabled {
-		hits = w.matchLine(w.line, now, hits)
-		w.line = w.line[:0]
-	}
-	if cap(w.scratch) > 64<<10 {
-		w.scratch = nil // do not keep a flood's worth of memory
+	w.lines.feed(p, flush, func(line []byte) bool {
+		hits = w.matchLine(line, now, hits)
+		return !w.disabled
+	})
+	if w.disabled {
+		w.lines = lineSplitter{}
 	}
 	return hits
+}
+
+// lineSplitter cuts output into complete lines after ANSI stripping,
+// reassembling lines and escape sequences split across reads. The watch
+// patterns and the readiness pattern use it; only the copying goroutine
+// calls it.
+type lineSplitter struct {
+	strip   ansi.Stripper
+	scratch []byte
+	line    []byte // the incomplete last line
+}
+
+// feed consumes p and calls onLine with each complete line (with flush,
+// also the incomplete last one), until onLine returns false. The line is
+// valid only during the call.
+func (s *lineSplitter) feed(p []byte, flush bool, onLine func(line []byte) bool) {
+	s.scratch = s.strip.Append(s.scratch[:0], p)
+	data := s.scratch
+	more := true
+	for len(data) > 0 && more {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			room := maxWatchLine - len(s.line)
+			if len(data) < room {
+				s.line = append(s.line, data...)
+				break
+			}
+			s.line = append(s.line, data[:room]...)
+			data = data[room:]
+		} else {
+			s.line = append(s.line, data[:i]...)
+			data = data[i+1:]
+		}
+		more = onLine(s.line)
+		s.line = s.line[:0]
+	}
+	if flush && len(s.line) > 0 && more {
+		onLine(s.line)
+		s.line = s.line[:0]
+	}
+	if cap(s.scratch) > 64<<10 {
+		s.scratch = nil // do not keep a flood's worth of memory
+	}
 }
 
 func (w *watcher) matchLine(line []byte, now func() time.Time, hits []watchHit) []watchHit {
@@ -146,7 +168,6 @@ func (w *watcher) onMatch(now time.Time) EventType {
 		w.limitedRun++
 		if w.limitedRun >= WatchLimitedWindowsMax {
 			w.disabled = true
-			w.line = nil
 			return EventWatchDisabled
 		}
 	}

@@ -10,6 +10,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +52,7 @@ func Run(t *testing.T, svc registry.Service) {
 		{"Events", testEvents},
 		{"EventsSkipReportedExit", testEventsSkipReportedExit},
 		{"Errors", testErrors},
+		{"NamesAndReadiness", testNamesAndReadiness},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := suite{svc: svc, label: map[string]string{"registrytest": tc.name + "-" + token()}}
@@ -408,4 +415,93 @@ func testErrors(t *testing.T, s suite) {
 	require.ErrorIs(t, err, registry.ErrNotFound)
 	_, err = s.svc.Run(ctxFor(t), registry.RunOptions{StartOptions: registry.StartOptions{Command: "true", Labels: s.label}, Timeout: -time.Second})
 	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+}
+
+// A dev server: a name, readiness by port and URL (a real listener), the
+// name resolving like an ID, reuse and refusal, its port in Ports and
+// List, and the crash of a ready process.
+func testNamesAndReadiness(t *testing.T, s suite) {
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("busybox (its httpd is the server of this test) is not installed")
+	}
+	site := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(site, "index.html"), []byte("hi\n"), 0o644))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	name := "rt-" + token()
+	server := fmt.Sprintf("exec busybox httpd -f -p 127.0.0.1:%d -h .", port)
+	opts := registry.StartOptions{Name: name, Command: server, Dir: site, Labels: s.label,
+		Ready: &registry.ReadyOptions{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d/", port)}}
+	in, err := s.svc.Start(ctxFor(t), opts)
+	if errors.Is(err, registry.ErrInvalidOptions) && strings.Contains(err.Error(), "cannot see which ports") {
+		// Refused before anything started: this platform's local backend
+		// cannot see sockets.
+		t.Skipf("the backend cannot check readiness by port: %v", err)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, name, in.Name)
+
+	ready, err := s.svc.WaitReady(ctxFor(t), name, generous)
+	require.NoError(t, err, "WaitReady by name")
+	assert.Equal(t, in.ID, ready.ID)
+	assert.False(t, ready.ReadyAt.IsZero())
+
+	again := s.start(t, registry.StartOptions{Name: name, Command: server, Dir: site,
+		Ready: &registry.ReadyOptions{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d/", port)}})
+	assert.True(t, again.Reused)
+	assert.Equal(t, in.ID, again.ID)
+	_, err = s.svc.Start(ctxFor(t), registry.StartOptions{Name: name, Command: "sleep 60", Labels: s.label})
+	require.ErrorIs(t, err, registry.ErrNameInUse)
+	assert.Contains(t, err.Error(), in.ID)
+
+	ports, err := s.svc.Ports(ctxFor(t), "")
+	require.NoError(t, err)
+	var owner registry.PortInfo
+	for _, p := range ports {
+		if p.Port == port {
+			owner = p
+		}
+	}
+	assert.Equal(t, in.ID, owner.ID, "the server's socket is owned by its process (%+v)", ports)
+	assert.Equal(t, name, owner.Name)
+	list, err := s.svc.List(ctxFor(t), registry.ListOptions{Labels: s.label, Ports: true})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, []int{port}, list[0].Ports)
+
+	res, err := s.svc.Kill(ctxFor(t), name, registry.KillOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, registry.StateKilled, res.State)
+
+	// Ending before it is ready answers the wait, without an error.
+	early := s.start(t, registry.StartOptions{Command: "echo no luck; exit 3", Ready: &registry.ReadyOptions{Pattern: "never"}})
+	end, err := s.svc.WaitReady(ctxFor(t), early.ID, generous)
+	require.NoError(t, err)
+	assert.True(t, end.ReadyAt.IsZero())
+	assert.Equal(t, registry.StateExited, end.State)
+	_, err = s.svc.WaitReady(ctxFor(t), early.ID, generous)
+	require.NoError(t, err)
+
+	// A ready process that ends on its own crashed.
+	events, err := s.svc.Events(ctxFor(t))
+	require.NoError(t, err)
+	defer events.Close()
+	crash := s.start(t, registry.StartOptions{Command: "echo up; read _; echo down; exit 4", Stdin: true,
+		Ready: &registry.ReadyOptions{Pattern: "^up$"}})
+	_, err = s.svc.WaitReady(ctxFor(t), crash.ID, generous)
+	require.NoError(t, err)
+	require.NoError(t, s.svc.CloseStdin(ctxFor(t), crash.ID))
+	for {
+		ev, err := events.Next(ctxFor(t))
+		require.NoError(t, err)
+		if ev.ID != crash.ID || ev.Type != registry.EventCrashed {
+			continue
+		}
+		require.NotNil(t, ev.Status)
+		assert.Equal(t, 4, ev.Status.Code)
+		assert.Equal(t, "up\ndown", ev.Tail)
+		break
+	}
 }
