@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,6 +29,43 @@ type StartRequest struct {
 	PTY     bool            `json:"pty,omitempty"`
 	PTYSize *env.WindowSize `json:"pty_size,omitempty"`
 	Stdin   bool            `json:"stdin,omitempty"`
+
+	// Name, Replace, Ready, TTL and IdleTimeout are StartOptions'. TTL and
+	// IdleTimeout are Go duration strings ("2h", "10m"). RunRequest's
+	// own IdleTimeout (Run's) takes the place of this one in a run.
+	Name        string                 `json:"name,omitempty"`
+	Replace     bool                   `json:"replace,omitempty"`
+	Ready       *registry.ReadyOptions `json:"ready,omitempty"`
+	TTL         Duration               `json:"ttl,omitempty"`
+	IdleTimeout Duration               `json:"idle_timeout,omitempty"`
+}
+
+// Duration is a time.Duration that travels as a Go duration string
+// ("1m30s"); a number is taken as nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a non-negative duration string (or nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if json.Unmarshal(b, &n) != nil || n < 0 {
+			return fmt.Errorf("duration %s: give a string such as \"2h\" or \"10m\"", b)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("duration %q: give a non-negative duration such as \"2h\" or \"10m\"", s)
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // Options is the request as the registry takes it.
@@ -35,6 +73,7 @@ func (req StartRequest) Options() registry.StartOptions {
 	opts := registry.StartOptions{
 		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
 		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
+		Name: req.Name, Replace: req.Replace, Ready: req.Ready, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
 	}
 	if req.PTY || req.PTYSize != nil {
 		size := env.DefaultWindowSize
@@ -51,6 +90,7 @@ func startRequest(opts registry.StartOptions) StartRequest {
 	req := StartRequest{
 		Backend: opts.Backend, Command: opts.Command, Dir: opts.Dir, Env: opts.Env, Labels: opts.Labels,
 		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
+		Name: opts.Name, Replace: opts.Replace, Ready: opts.Ready, TTL: Duration(opts.TTL), IdleTimeout: Duration(opts.IdleTimeout),
 	}
 	if opts.PTY != nil {
 		size := *opts.PTY
@@ -120,7 +160,9 @@ type ResizeRequest struct {
 	Cols uint16 `json:"cols"`
 }
 
-// WaitResponse answers POST /v1/processes/{id}/wait.
+// WaitResponse answers POST /v1/processes/{id}/wait (also with ready=1:
+// then the Info of a process that became ready has ReadyAt set, and one
+// whose tree ended first is final with ReadyAt zero).
 type WaitResponse struct {
 	registry.Info
 	// TimedOut: the wait's timeout elapsed first; Info is the current
@@ -191,6 +233,7 @@ const (
 	CodeRunning    = "running"
 	CodeNotRunning = "not_running"
 	CodeLimit      = "limit"
+	CodeNameInUse  = "name_in_use"
 	CodeClosed     = "closed"
 	CodeForbidden  = "forbidden"
 	CodeInternal   = "internal"
@@ -246,6 +289,7 @@ var httpErrors = map[errclass.Class]httpError{
 	errclass.StdinClosed: {http.StatusConflict, CodeNotRunning},
 	errclass.Limit:       {http.StatusTooManyRequests, CodeLimit},
 	errclass.Closed:      {http.StatusServiceUnavailable, CodeClosed},
+	errclass.NameInUse:   {http.StatusConflict, CodeNameInUse},
 
 	// Wait answers a timeout as a result (WaitResponse.TimedOut), never as
 	// an error.
@@ -269,6 +313,7 @@ var codeClass = map[string]errclass.Class{
 	CodeNotRunning: errclass.NotRunning,
 	CodeLimit:      errclass.Limit,
 	CodeClosed:     errclass.Closed,
+	CodeNameInUse:  errclass.NameInUse,
 }
 
 // errorCode maps an error of the registry to its HTTP status and code.

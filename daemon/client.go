@@ -163,6 +163,9 @@ func (c *Client) List(ctx context.Context, opts registry.ListOptions) ([]registr
 	for k, v := range opts.Labels {
 		q.Add("label", k+"="+v)
 	}
+	if opts.Ports {
+		q.Set("ports", "1")
+	}
 	var out []registry.Info
 	err := c.do(ctx, http.MethodGet, "/processes", q, nil, &out)
 	return out, err
@@ -297,22 +300,53 @@ func (c *Client) WaitTree(ctx context.Context, id string, timeout time.Duration)
 	return c.wait(ctx, id, timeout, true)
 }
 
+// WaitReady waits until the process is ready, or its tree ended first
+// (no error, ReadyAt zero), or timeout (0: no limit; the error matches
+// registry.ErrWaitTimeout).
+func (c *Client) WaitReady(ctx context.Context, id string, timeout time.Duration) (registry.Info, error) {
+	return c.waitFor(ctx, id, timeout, "ready")
+}
+
 func (c *Client) wait(ctx context.Context, id string, timeout time.Duration, tree bool) (registry.Info, error) {
+	if tree {
+		return c.waitFor(ctx, id, timeout, "tree")
+	}
+	return c.waitFor(ctx, id, timeout, "")
+}
+
+// waitFor waits for the end, the tree's end (what "tree") or readiness
+// (what "ready").
+func (c *Client) waitFor(ctx context.Context, id string, timeout time.Duration, what string) (registry.Info, error) {
 	q := url.Values{}
 	if timeout > 0 {
 		q.Set("timeout", timeout.String())
 	}
-	if tree {
-		q.Set("tree", "1")
+	if what != "" {
+		q.Set(what, "1")
 	}
 	var wr WaitResponse
 	if err := c.do(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/wait", q, struct{}{}, &wr); err != nil {
 		return wr.Info, err
 	}
 	if wr.TimedOut {
+		if what == "ready" {
+			return wr.Info, fmt.Errorf("daemon: wait %s: %w: not ready after %s", wr.ID, registry.ErrWaitTimeout, timeout)
+		}
 		return wr.Info, fmt.Errorf("daemon: wait %s: %w: still running after %s", wr.ID, registry.ErrWaitTimeout, timeout)
 	}
 	return wr.Info, nil
+}
+
+// Ports lists the listening TCP sockets of backend ("": the daemon's
+// default) with their corral owners.
+func (c *Client) Ports(ctx context.Context, backend string) ([]registry.PortInfo, error) {
+	q := url.Values{}
+	if backend != "" {
+		q.Set("backend", backend)
+	}
+	var out []registry.PortInfo
+	err := c.do(ctx, http.MethodGet, "/ports", q, nil, &out)
+	return out, err
 }
 
 // Kill kills a process tree.

@@ -49,6 +49,7 @@ func TestEveryClassCrossesHTTP(t *testing.T) {
 		errclass.StdinClosed: {h: httpError{409, CodeNotRunning}, folded: errclass.NotRunning},
 		errclass.Limit:       {h: httpError{429, CodeLimit}},
 		errclass.Closed:      {h: httpError{503, CodeClosed}},
+		errclass.NameInUse:   {h: httpError{409, CodeNameInUse}},
 		errclass.WaitTimeout: {h: internal},
 		errclass.ProcessGone: {h: internal},
 		errclass.Unsupported: {h: internal},
@@ -98,7 +99,7 @@ func TestEveryClassCrossesHTTP(t *testing.T) {
 // registry's it travels as.
 func TestSentinelsCrossHTTP(t *testing.T) {
 	all := []error{registry.ErrInvalidID, registry.ErrAmbiguous, registry.ErrNotFound, registry.ErrInvalidOptions,
-		registry.ErrRunning, registry.ErrNotRunning, registry.ErrLimit, registry.ErrClosed, registry.ErrWaitTimeout,
+		registry.ErrRunning, registry.ErrNotRunning, registry.ErrLimit, registry.ErrClosed, registry.ErrWaitTimeout, registry.ErrNameInUse,
 		env.ErrInvalidSpec, env.ErrDirNotFound, env.ErrStdinClosed, env.ErrNotFound, env.ErrUnsupported,
 		env.ErrSandboxGone, env.ErrReleased, env.ErrExited, env.ErrUnavailable}
 	cases := []struct {
@@ -115,6 +116,7 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 		{env.ErrStdinClosed, registry.ErrNotRunning},
 		{registry.ErrLimit, registry.ErrLimit},
 		{registry.ErrClosed, registry.ErrClosed},
+		{registry.ErrNameInUse, registry.ErrNameInUse},
 		{registry.ErrWaitTimeout, nil},
 		{env.ErrNotFound, nil},
 		{env.ErrUnavailable, nil},

@@ -226,6 +226,25 @@ func (e *releasingEnv) ConnStatus() env.ConnStatus {
 	return env.ConnStatus{}
 }
 
+// Listeners and CheckURL pass the dev-server interfaces on (env.PortLister,
+// env.URLChecker), which embedding alone would hide: without them the
+// registry could list no ports and check no readiness URL through the
+// daemon. An environment without them is reported unsupported, as its
+// Capabilities already say.
+func (e *releasingEnv) Listeners(ctx context.Context) ([]env.Listener, error) {
+	if pl, ok := e.Environment.(env.PortLister); ok {
+		return pl.Listeners(ctx)
+	}
+	return nil, fmt.Errorf("daemon: %s lists no ports: %w", e.Name(), env.ErrUnsupported)
+}
+
+func (e *releasingEnv) CheckURL(ctx context.Context, rawURL string) (int, error) {
+	if uc, ok := e.Environment.(env.URLChecker); ok {
+		return uc.CheckURL(ctx, rawURL)
+	}
+	return 0, fmt.Errorf("daemon: %s checks no URLs: %w", e.Name(), env.ErrUnsupported)
+}
+
 func (e *releasingEnv) Close() error {
 	if e.killAll.Load() || e.Name() == "local" {
 		return e.Environment.Close()

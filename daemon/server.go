@@ -95,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/processes/{id}/log", s.handleLog)
 	mux.HandleFunc("POST "+v+"/run", s.handleRun)
 	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
+	mux.HandleFunc("GET "+v+"/ports", s.handlePorts)
 	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
 	mux.HandleFunc("POST "+v+"/dashboard", s.handleDashboard)
@@ -144,6 +145,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.WithRef = withRef
+	if opts.Ports, err = boolParam(r, "ports"); err != nil {
+		s.fail(w, err)
+		return
+	}
 	for _, st := range q["state"] {
 		if !registry.State(st).Valid() {
 			s.fail(w, fmt.Errorf("%w: unknown state %q", registry.ErrInvalidOptions, st))
@@ -305,11 +310,16 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		timeout = d
 	}
 	wait := s.reg.Wait
-	if tree, err := boolParam(r, "tree"); err != nil {
-		s.fail(w, err)
-		return
-	} else if tree {
-		wait = s.reg.WaitTree
+	for _, alt := range []struct {
+		param string
+		wait  func(context.Context, string, time.Duration) (registry.Info, error)
+	}{{"tree", s.reg.WaitTree}, {"ready", s.reg.WaitReady}} {
+		if on, err := boolParam(r, alt.param); err != nil {
+			s.fail(w, err)
+			return
+		} else if on {
+			wait = alt.wait
+		}
 	}
 	ctx, cancel := mergeDone(r.Context(), s.ctx)
 	defer cancel()
@@ -376,6 +386,20 @@ func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
 		res = []registry.KillResult{}
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// handlePorts answers GET /v1/ports?backend=B with the listening sockets of
+// B (default: the daemon's default backend) and their corral owners.
+func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
+	ports, err := s.reg.Ports(r.Context(), r.URL.Query().Get("backend"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if ports == nil {
+		ports = []registry.PortInfo{}
+	}
+	writeJSON(w, http.StatusOK, ports)
 }
 
 func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) {

@@ -4,8 +4,9 @@
 //   - terminal runs a shell command, in the foreground (the result carries
 //     its output and exit status) or in the background (the result carries
 //     its process ID);
-//   - process lists, polls, reads, waits for, kills and feeds stdin to the
-//     processes the registry tracks, and drains their events.
+//   - process lists, polls, reads, waits for (their end, or with ready=true
+//     their readiness), kills and feeds stdin to the processes the registry
+//     tracks, and drains their events.
 //
 // # Output
 //
@@ -24,7 +25,9 @@
 // is initialized. One feeds MCP logging notifications
 // ("notifications/message", logger "corral", data = the registry Event as
 // JSON): watch matches, watch_disabled and rate-limit summaries always,
-// exits only of processes started with notify_on_complete. MCP sends log
+// exits only of processes started with notify_on_complete, and a dev
+// server's ready, crashed and ttl_expired events always (each comes at most
+// once per process, and is what its readiness conditions or ttl asked for). MCP sends log
 // notifications only once the client has chosen a level with
 // logging/setLevel; "info" receives all of corral's. The other
 // subscription is drained by process action "events", which returns every

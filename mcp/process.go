@@ -30,8 +30,8 @@ const (
 
 // ProcessInput are the arguments of the process tool.
 type ProcessInput struct {
-	Action  string            `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
-	ID      string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits) or a unique prefix of at least 4 hex digits. Required for every action except list and events."`
+	Action  string            `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output; with ready=true, until it is ready instead. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
+	ID      string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits), a unique prefix of at least 4 hex digits, or the name given to terminal. Required for every action except list and events."`
 	Data    string            `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
 	Timeout *Duration         `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
 	Offset  *int64            `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
@@ -40,6 +40,7 @@ type ProcessInput struct {
 	Grace   *Duration         `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
 	Force   *bool             `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
 	Tree    bool              `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
+	Ready   bool              `json:"ready,omitempty" jsonschema:"wait: wait until the process is ready (its ready_port, ready_pattern or ready_url condition holds; ready_at is set) instead of until it ends. If it ends first, ended_before_ready=true and output holds what it printed."`
 	State   []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (running, exited, killed, timed_out, lost, failed). Default: every process."`
 	Labels  map[string]string `json:"labels,omitempty" jsonschema:"list: only processes carrying all of these labels, e.g. {\"mcp-session\": \"...\"} for one session's."`
 }
@@ -76,6 +77,9 @@ type PollResult struct {
 	// WaitInterrupted: the wait was cut short (the call was cancelled, or
 	// the service went away); Output is what had come so far.
 	WaitInterrupted string `json:"wait_interrupted,omitempty"`
+	// EndedBeforeReady: a wait with ready=true saw the process end before
+	// it was ready.
+	EndedBeforeReady bool `json:"ended_before_ready,omitempty"`
 }
 
 // LogResult is registry.LogResult with stripped lines, capped in bytes.
@@ -114,6 +118,9 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 	if in.Offset != nil && *in.Offset < 0 {
 		return nil, nil, fmt.Errorf("\"offset\" is negative (%d): use 0 or more", *in.Offset)
 	}
+	if in.Ready && in.Action != "wait" {
+		return nil, nil, errors.New(`"ready" applies to action wait only`)
+	}
 	if in.Limit < 0 {
 		return nil, nil, fmt.Errorf("\"limit\" is negative (%d): use 1 or more, or leave it out", in.Limit)
 	}
@@ -147,12 +154,19 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 		if in.Timeout != nil {
 			timeout = min(in.Timeout.D, MaxWaitTimeout)
 		}
+		if in.Ready && in.Tree {
+			return nil, nil, errors.New(`wait: "ready" waits for readiness, "tree" for the end of the tree: give one of them`)
+		}
 		waitTimedOut := false
 		wait := s.reg.Wait
-		if in.Tree {
+		switch {
+		case in.Tree:
 			wait = s.reg.WaitTree
+		case in.Ready:
+			wait = s.reg.WaitReady
 		}
-		_, err = wait(ctx, in.ID, max(timeout, time.Millisecond))
+		var winfo registry.Info
+		winfo, err = wait(ctx, in.ID, max(timeout, time.Millisecond))
 		var interrupted string
 		switch {
 		case errors.Is(err, registry.ErrWaitTimeout):
@@ -168,6 +182,7 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 			pr, err = s.poll(pctx, se, in, waitTimedOut)
 			cancel()
 			pr.WaitInterrupted = interrupted
+			pr.EndedBeforeReady = in.Ready && interrupted == "" && !waitTimedOut && winfo.ReadyAt.IsZero()
 			out = pr
 		}
 	case "log":
@@ -190,7 +205,7 @@ func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in Proce
 // list lists the processes in.State and in.Labels select, each with its
 // last output line.
 func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) {
-	opts := registry.ListOptions{All: true, Labels: in.Labels}
+	opts := registry.ListOptions{All: true, Labels: in.Labels, Ports: true}
 	for _, st := range in.State {
 		if !registry.State(st).Valid() {
 			return ListResult{}, fmt.Errorf("%w: unknown state %q: use running, exited, killed, timed_out, lost or failed", registry.ErrInvalidOptions, st)
@@ -404,6 +419,7 @@ var toolHints = map[errclass.Class]string{
 	errclass.Released:    "",
 	errclass.Exited:      "",
 	errclass.Unavailable: "",
+	errclass.NameInUse:   "pass replace=true to replace it, or choose another name",
 }
 
 // toolError turns a registry error into the message a model can act on:

@@ -135,7 +135,10 @@ const instructions = `corral runs shell commands for you and supervises their wh
 Use "terminal" to run a command: in the foreground for things that finish (builds, tests, git), with
 background=true for servers and watchers. Use "process" to list, poll, read logs of, wait for, kill,
 and write stdin to processes by their id. Output is stripped of terminal escapes and capped; use
-process log/poll with offsets for more. Timeouts kill the whole process tree.`
+process log/poll with offsets for more. Timeouts kill the whole process tree.
+For a dev server, start it with background=true, a name, ready_port (or ready_pattern, ready_url) and
+a ttl, then call process action=wait with ready=true: do not sleep and hope; starting the same name and
+command again reuses the running server. A ready server that dies is announced (event crashed).`
 
 // MCPServer returns the underlying SDK server, for transports this package
 // does not wrap.
@@ -274,15 +277,21 @@ func (s *Server) pump(se *session) {
 // notificationLevel says whether ev is pushed to the client and at which
 // level: a start is what the client just did, and an exit is pushed only
 // when asked for (notify_on_complete, or the promise made when watching
-// was disabled); everything else is news.
+// was disabled); everything else is news. A dev server's ready, crashed
+// and ttl_expired events come at most once per process and are what its
+// readiness conditions and ttl asked for, so they are always pushed; a
+// crash is an error the agent must hear of before its next request to
+// the server fails.
 func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 	switch ev.Type {
-	case registry.EventExited:
-		return "notice", ev.Notify
+	case registry.EventExited, registry.EventReady:
+		return "notice", ev.Type == registry.EventReady || ev.Notify
 	case registry.EventWatchMatch:
 		return "info", true
-	case registry.EventWatchDisabled, registry.EventSuppressed:
+	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired:
 		return "warning", true
+	case registry.EventCrashed:
+		return "error", true
 	}
 	return "", false
 }

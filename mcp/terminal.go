@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ type TerminalInput struct {
 	Command          string            `json:"command" jsonschema:"Shell command line, run with /bin/sh -c (pipes, redirections, && work). Output is stdout and stderr merged."`
 	Background       bool              `json:"background,omitempty" jsonschema:"Start the command and return its id at once instead of waiting. Use for servers, watchers and long jobs; then use the process tool (poll, log, wait, kill)."`
 	Timeout          *Duration         `json:"timeout,omitempty" jsonschema:"Foreground only: kill the whole process tree after this long. Seconds (90) or a duration string (\"90s\", \"10m\"). Default 300 seconds unless yield_after is set; 0 means no limit."`
-	IdleTimeout      *Duration         `json:"idle_timeout,omitempty" jsonschema:"Foreground only: kill the tree after this long without any output. Seconds or a duration string."`
+	IdleTimeout      *Duration         `json:"idle_timeout,omitempty" jsonschema:"Kill the tree after this long without any output (foreground or background). Seconds or a duration string."`
 	YieldAfter       *Duration         `json:"yield_after,omitempty" jsonschema:"Foreground only: if the command is still running after this long, return with its output so far and leave it running in the background (yielded=true; continue with the process tool). Seconds or a duration string."`
 	Workdir          string            `json:"workdir,omitempty" jsonschema:"Working directory (default: the server's)."`
 	PTY              bool              `json:"pty,omitempty" jsonschema:"Run on a pseudo-terminal (24x80), for programs that behave differently without one. Escape sequences are stripped from the output you get."`
@@ -35,6 +36,12 @@ type TerminalInput struct {
 	NotifyOnComplete bool              `json:"notify_on_complete,omitempty" jsonschema:"Announce the exit of this background (or yielded) process as an event: a log notification and an entry of process action=events."`
 	Env              map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables for the command, NAME: value. PAGER=cat, GIT_PAGER=cat and PYTHONUNBUFFERED=1 are set unless you set them: no command waits on a pager, and Python output arrives live."`
 	Persist          bool              `json:"persist,omitempty" jsonschema:"Background only: keep the process running after this MCP session ends (by default the session's processes are killed when it ends). A later session lists, polls and kills it by id; it carries the label mcp-persist."`
+	Name             string            `json:"name,omitempty" jsonschema:"Background only: name the process (letters, digits, . _ -, starting with a letter); the name works wherever an id does. If a process of that name still runs the same command in the same workdir, it is reused (reused=true) instead of starting a second one; with another command the start is refused, unless replace=true."`
+	Replace          bool              `json:"replace,omitempty" jsonschema:"With name: kill the process tree holding the name first, then start this command."`
+	ReadyPort        int               `json:"ready_port,omitempty" jsonschema:"Background only: the process is ready once a process of its tree listens on this TCP port (another program on the port does not count). Then wait with process action=wait ready=true."`
+	ReadyPattern     string            `json:"ready_pattern,omitempty" jsonschema:"Background only: the process is ready once an output line matches this regular expression (Go syntax), e.g. \"listening on\"."`
+	ReadyURL         string            `json:"ready_url,omitempty" jsonschema:"Background only: the process is ready once a GET of this http(s) URL, made where the command runs, answers 2xx or 3xx, e.g. http://127.0.0.1:3000/health."`
+	TTL              *Duration         `json:"ttl,omitempty" jsonschema:"Background only: kill the tree this long after it started (a ttl_expired event says so). Seconds or a duration string such as \"2h\"."`
 }
 
 // workdir is the directory of a call that names dir.
@@ -52,7 +59,9 @@ var agentEnv = []string{"PAGER=cat", "GIT_PAGER=cat", "PYTHONUNBUFFERED=1"}
 
 // TerminalResult is the terminal tool's structured result.
 type TerminalResult struct {
-	ID    string         `json:"id"`
+	ID string `json:"id"`
+	// Name is the process's name, if it has one.
+	Name  string         `json:"name,omitempty"`
 	State registry.State `json:"state"`
 	PID   int            `json:"pid,omitempty"`
 	// Output is stripped and capped (see the package documentation).
@@ -70,8 +79,91 @@ type TerminalResult struct {
 	// what comes next.
 	OutputBytes int64 `json:"output_bytes"`
 	// Yielded: yield_after elapsed; the command keeps running.
-	Yielded bool   `json:"yielded,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Yielded bool `json:"yielded,omitempty"`
+	// Reused: a process of that name was already running the same
+	// command; ID names it and nothing new was started.
+	Reused bool   `json:"reused,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// checkDevServer checks the arguments for dev servers (name, readiness,
+// ttl), which apply to background processes only, and returns the
+// readiness conditions (nil for none).
+func checkDevServer(in TerminalInput) (*registry.ReadyOptions, error) {
+	if !in.Background {
+		for _, a := range []struct {
+			name string
+			set  bool
+		}{{"name", in.Name != ""}, {"replace", in.Replace}, {"ready_port", in.ReadyPort != 0}, {"ready_pattern", in.ReadyPattern != ""},
+			{"ready_url", in.ReadyURL != ""}, {"ttl", in.TTL != nil}} {
+			if a.set {
+				return nil, fmt.Errorf("%q applies to background processes: set background=true (foreground runs have timeout)", a.name)
+			}
+		}
+		return nil, nil
+	}
+	if in.Replace && in.Name == "" {
+		return nil, errors.New(`"replace" needs "name": it replaces the process holding that name`)
+	}
+	if in.ReadyPort != 0 {
+		if err := env.ValidatePort(in.ReadyPort); err != nil {
+			return nil, fmt.Errorf(`"ready_port" %d is not a TCP port: give a number from 1 to 65535`, in.ReadyPort)
+		}
+	}
+	if in.ReadyPattern != "" {
+		if _, err := regexp.Compile(in.ReadyPattern); err != nil {
+			return nil, fmt.Errorf(`"ready_pattern" is not a valid regular expression: %v`, err)
+		}
+	}
+	if in.ReadyURL != "" {
+		if err := env.ValidateCheckURL(in.ReadyURL); err != nil {
+			var se *env.SpecError
+			if errors.As(err, &se) {
+				return nil, fmt.Errorf(`"ready_url" %q %s`, in.ReadyURL, se.Reason)
+			}
+			return nil, fmt.Errorf(`"ready_url": %w`, err)
+		}
+	}
+	if in.ReadyPort == 0 && in.ReadyPattern == "" && in.ReadyURL == "" {
+		return nil, nil
+	}
+	return &registry.ReadyOptions{Port: in.ReadyPort, Pattern: in.ReadyPattern, URL: in.ReadyURL}, nil
+}
+
+// startedText is the text result of a background start: what happened and
+// what to do next.
+func startedText(info registry.Info, session string, persist bool) string {
+	var b strings.Builder
+	who := info.ID
+	if info.Name != "" {
+		who = fmt.Sprintf("%s (%s)", info.ID, info.Name)
+	}
+	if info.Reused {
+		fmt.Fprintf(&b, "reused %s: already running with the same command (pid %d); nothing new was started.", who, info.PID)
+		if info.Labels[SessionLabel] != session && info.Labels[PersistLabel] == "" {
+			// It lives as long as the session that started it, not
+			// this one.
+			b.WriteString(" It was started by another MCP session without persist and ends with that session; to keep it, start it again with replace=true and persist=true.")
+		} else if persist && info.Labels[PersistLabel] == "" {
+			b.WriteString(" It was started without persist and ends with this session; to keep it, start it again with replace=true and persist=true.")
+		}
+	} else {
+		fmt.Fprintf(&b, "started %s in the background (pid %d).", who, info.PID)
+	}
+	b.WriteString(" Use the process tool with this id")
+	if info.Name != "" {
+		b.WriteString(" or name")
+	}
+	b.WriteString(": ")
+	if info.Ready != nil {
+		if info.ReadyAt.IsZero() {
+			b.WriteString("wait with ready=true until it is ready, ")
+		} else {
+			b.WriteString("it is ready; ")
+		}
+	}
+	b.WriteString("poll or log for output, wait for the exit, kill to stop it.")
+	return b.String()
 }
 
 func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in TerminalInput) (*sdk.CallToolResult, *TerminalResult, error) {
@@ -81,16 +173,20 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	for _, d := range []struct {
 		name string
 		v    *Duration
-	}{{"timeout", in.Timeout}, {"idle_timeout", in.IdleTimeout}, {"yield_after", in.YieldAfter}} {
+	}{{"timeout", in.Timeout}, {"idle_timeout", in.IdleTimeout}, {"yield_after", in.YieldAfter}, {"ttl", in.TTL}} {
 		if d.v != nil && d.v.D < 0 {
 			return nil, nil, fmt.Errorf("%q is negative (%s): give seconds >= 0 or a duration string such as \"90s\"", d.name, d.v.D)
 		}
-		if in.Background && d.v != nil {
-			return nil, nil, fmt.Errorf("%q applies to foreground runs only: with background=true, use process action=wait with a timeout, then action=kill", d.name)
+		if in.Background && d.v != nil && (d.name == "timeout" || d.name == "yield_after") {
+			return nil, nil, fmt.Errorf("%q applies to foreground runs only: with background=true, use ttl (kill after that long), or process action=wait with a timeout, then action=kill", d.name)
 		}
 	}
 	if in.Persist && !in.Background && in.YieldAfter == nil {
 		return nil, nil, errors.New(`"persist" applies to background processes: set background=true (or yield_after)`)
+	}
+	ready, err := checkDevServer(in)
+	if err != nil {
+		return nil, nil, err
 	}
 	se := s.session(req.Session)
 	if se == nil {
@@ -109,6 +205,10 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	if in.Persist {
 		opts.Labels[PersistLabel] = "1"
 	}
+	opts.Name, opts.Replace, opts.Ready = in.Name, in.Replace, ready
+	if in.TTL != nil {
+		opts.TTL = in.TTL.D
+	}
 	for _, k := range slices.Sorted(maps.Keys(in.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, nil, fmt.Errorf("env name %q is not valid: names are non-empty and contain no '='", k)
@@ -120,13 +220,15 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	}
 
 	if in.Background {
+		if in.IdleTimeout != nil {
+			opts.IdleTimeout = in.IdleTimeout.D
+		}
 		info, err := s.reg.Start(ctx, opts)
 		if err != nil {
 			return nil, nil, toolError("start", err)
 		}
-		res := &TerminalResult{ID: info.ID, State: info.State, PID: info.PID, OutputBytes: info.OutputBytes}
-		text := fmt.Sprintf("started %s in the background (pid %d). Use the process tool with this id: poll or log for output, wait for the exit, kill to stop it.", info.ID, info.PID)
-		return textResult(text), res, nil
+		res := &TerminalResult{ID: info.ID, Name: info.Name, State: info.State, PID: info.PID, OutputBytes: info.OutputBytes, Reused: info.Reused}
+		return textResult(startedText(info, se.id, in.Persist)), res, nil
 	}
 
 	run := registry.RunOptions{StartOptions: opts}
@@ -199,6 +301,8 @@ func terminalFooter(r *TerminalResult) string {
 		b.WriteString(", killed by the timeout")
 	case registry.TimedOutIdle:
 		b.WriteString(", killed by the idle timeout (no output)")
+	case registry.TimedOutTTL:
+		b.WriteString(", killed when its ttl ran out")
 	}
 	if r.Yielded {
 		b.WriteString(", still running in the background: continue with the process tool")

@@ -50,7 +50,12 @@ func checkBackend(target string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("backend %q not available: use %s", target, backendHelp)
+		if !hasScheme && plugins.ValidName(target) {
+			if _, err := plugins.Find(target, plugins.Options{}); err == nil {
+				return fmt.Errorf("backend %q not available: the plugin %s is installed; its targets start with %s:// (--backend %s://)", target, target, target, target)
+			}
+		}
+		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, backendHelp)
 	}
 }
 

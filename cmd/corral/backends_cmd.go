@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/plugins"
 )
 
@@ -21,9 +25,24 @@ type backendEntry struct {
 	Version     string `json:"version,omitempty"`
 	Path        string `json:"path,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Health is "ok", or why the backend cannot be used.
+	// Health is one word: "ok", "shadowed" (a built-in backend has the
+	// name), "refused" (a binary corral will not run: see Error) or
+	// "failed" (it did not start or answer: see Error).
 	Health string `json:"health"`
+	// Error says why Health is not "ok".
+	Error string `json:"error,omitempty"`
+	// Capabilities are what a plugin states about its Environments (nil
+	// when it states none: it reports them once a target is opened).
+	Capabilities *env.Capabilities `json:"capabilities,omitempty"`
 }
+
+// Backend health words.
+const (
+	healthOK       = "ok"
+	healthShadowed = "shadowed"
+	healthRefused  = "refused"
+	healthFailed   = "failed"
+)
 
 // builtinBackends are compiled into corral; a plugin of the same name is
 // shadowed by them.
@@ -50,8 +69,10 @@ func newBackendsCommand(stdout io.Writer) *cobra.Command {
 		Short: "List the built-in backends and the installed backend plugins",
 		Long: `List the built-in backends and the backend plugins found on $CORRAL_PLUGIN_PATH
 and in ~/.local/share/corral/plugins (executables named corral-backend-NAME).
-Each plugin is started, asked for its version and stopped: HEALTH says whether
-it works, or why not.`,
+Each plugin is started, asked for its version and capabilities, and stopped:
+HEALTH is ok, shadowed (a built-in backend has the name), refused (a binary
+corral will not run) or failed; the lines under a plugin give the reason, the
+capabilities it states and its notes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			entries, err := listBackends(cmd.Context())
@@ -63,12 +84,7 @@ it works, or why not.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(entries)
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tVERSION\tHEALTH\tPATH")
-			for _, e := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Kind, e.Version, e.Health, e.Path)
-			}
-			return tw.Flush()
+			return printBackends(stdout, entries)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
@@ -92,18 +108,94 @@ func listBackends(ctx context.Context) ([]backendEntry, error) {
 	for _, f := range found {
 		e := backendEntry{Name: f.Name, Kind: "plugin", Path: f.Path}
 		if isBuiltinBackend(f.Name) {
-			e.Health = "shadowed by the built-in backend of the same name"
+			e.Health, e.Error = healthShadowed, "shadowed by the built-in backend of the same name"
 			out = append(out, e)
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		info, err := plugins.Probe(pctx, f, opts)
-		cancel()
-		e.Version, e.Description, e.Health = info.Version, info.Description, "ok"
-		if err != nil {
-			e.Health = err.Error()
-		}
-		out = append(out, e)
+		out = append(out, probePlugin(ctx, f, opts))
 	}
 	return out, nil
+}
+
+// probePlugin starts the plugin f, asks for its Info and stops it.
+func probePlugin(ctx context.Context, f plugins.Found, opts plugins.Options) backendEntry {
+	e := backendEntry{Name: f.Name, Kind: "plugin", Path: f.Path}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	info, err := plugins.Probe(pctx, f, opts)
+	cancel()
+	e.Version, e.Description, e.Capabilities, e.Health = info.Version, info.Description, info.Capabilities, healthOK
+	switch {
+	case errors.Is(err, plugins.ErrRefused):
+		e.Health, e.Error = healthRefused, err.Error()
+	case err != nil:
+		e.Health, e.Error = healthFailed, err.Error()
+	}
+	return e
+}
+
+// printBackends prints the table of `corral backends`: one row per
+// backend, and under a plugin's row, indented, what it states about its
+// capabilities, its notes, and why it is not ok.
+func printBackends(w io.Writer, entries []backendEntry) error {
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tVERSION\tHEALTH\tPATH")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Kind, e.Version, e.Health, e.Path)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The details go between the rows afterwards: a line without tabs
+	// would end tabwriter's columns.
+	rows := strings.SplitAfter(table.String(), "\n")
+	var out strings.Builder
+	out.WriteString(rows[0])
+	for i, e := range entries {
+		out.WriteString(strings.TrimRight(rows[i+1], " \n") + "\n")
+		for _, line := range backendDetails(e) {
+			out.WriteString("    " + line + "\n")
+		}
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
+}
+
+// backendDetails are the indented lines under a backend's row.
+func backendDetails(e backendEntry) []string {
+	var lines []string
+	if e.Error != "" {
+		lines = append(lines, "error: "+oneLine(e.Error))
+	}
+	if c := e.Capabilities; c != nil {
+		lines = append(lines, "capabilities: "+capsSummary(*c))
+		for _, n := range c.Notes {
+			lines = append(lines, "note: "+oneLine(n))
+		}
+	}
+	return lines
+}
+
+// capsSummary says in one line what c supports.
+func capsSummary(c env.Capabilities) string {
+	var have []string
+	for _, f := range []struct {
+		ok   bool
+		name string
+	}{
+		{c.PTY, "pty"}, {c.Resize, "resize"}, {c.Stdin, "stdin"}, {c.Reattach, "reattach"},
+		{c.ReattachPTY, "reattach-pty"}, {c.ReplayOutput, "replay-output"}, {c.Ports, "ports"}, {c.CheckURL, "check-url"},
+	} {
+		if f.ok {
+			have = append(have, f.name)
+		}
+	}
+	if len(have) == 0 {
+		have = append(have, "none of pty, stdin, reattach")
+	}
+	s := strings.Join(have, ", ")
+	if c.TreeKill != "" {
+		s += "; tree kill: " + c.TreeKill
+	}
+	return s
 }

@@ -123,6 +123,7 @@ var exitStatuses = map[errclass.Class]int{
 	errclass.Released:    exitCorralError,
 	errclass.Exited:      exitCorralError,
 	errclass.Unavailable: exitCorralError,
+	errclass.NameInUse:   exitCorralError,
 }
 
 // procError is a request about one process that the daemon refused; id is
@@ -142,6 +143,8 @@ func hint(err error) string {
 	switch errclass.Of(err) {
 	case errclass.NotFound:
 		return "`corral ps --all` lists the tracked processes"
+	case errclass.NameInUse:
+		return "start with --replace to replace it"
 	case errclass.Running:
 		var pe *procError
 		if errors.As(err, &pe) {

@@ -51,7 +51,8 @@ the report is the result. Does not start the daemon.`,
 			ctx := orBackground(cmd.Context())
 			daemonProbe, open := probeDaemon(ctx)
 			probes := append([]probe{daemonProbe}, open...)
-			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probePlugins())
+			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent())
+			probes = append(probes, probePlugins(ctx)...)
 			if asJSON {
 				return printJSON(stdout, probes)
 			}
@@ -264,21 +265,52 @@ func probeSSHAgent() probe {
 	return p
 }
 
-func probePlugins() probe {
+// probePlugins reports the plugins found, then one line for each: started,
+// asked for its version and capabilities, and stopped, as corral backends
+// does. Its status is its health word; the detail gives the capabilities
+// and notes it states, or why it is not ok.
+func probePlugins(ctx context.Context) []probe {
 	p := probe{Name: "plugins"}
-	found, err := plugins.Discover(plugins.Options{})
+	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler)}
+	found, err := plugins.Discover(opts)
 	if err != nil {
 		p.Detail = err.Error()
-		return p
+		return []probe{p}
 	}
 	if len(found) == 0 {
 		p.Detail = "none found in $" + plugins.PathEnv + " or " + plugins.DefaultDir()
-		return p
+		return []probe{p}
 	}
 	var names []string
 	for _, f := range found {
 		names = append(names, f.Name+" ("+f.Path+")")
 	}
 	p.OK, p.Detail = true, strings.Join(names, ", ")
-	return p
+	out := []probe{p}
+	for _, f := range found {
+		if isBuiltinBackend(f.Name) {
+			out = append(out, probe{Name: "plugin " + f.Name, Status: healthShadowed, Detail: "shadowed by the built-in backend of the same name"})
+			continue
+		}
+		e := probePlugin(ctx, f, opts)
+		q := probe{Name: "plugin " + f.Name, OK: e.Health == healthOK, Status: e.Health}
+		parts := []string{}
+		if e.Version != "" {
+			parts = append(parts, "version "+e.Version)
+		}
+		if e.Error != "" {
+			parts = append(parts, e.Error)
+		}
+		if c := e.Capabilities; c != nil {
+			parts = append(parts, "capabilities: "+capsSummary(*c))
+			for _, n := range c.Notes {
+				parts = append(parts, "note: "+n)
+			}
+		} else if e.Health == healthOK {
+			parts = append(parts, "states no capabilities (reported once a target is opened)")
+		}
+		q.Detail = strings.Join(parts, "; ")
+		out = append(out, q)
+	}
+	return out
 }

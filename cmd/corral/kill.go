@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
@@ -20,9 +22,11 @@ func newKillCommand(stdout, stderr io.Writer) *cobra.Command {
 		all     bool
 		labels  []string
 		asJSON  bool
+		port    int
+		backend string
 	)
 	cmd := &cobra.Command{
-		Use:   "kill [-s SIG] [--grace DUR] [--force | --no-escalate] ID... | kill --all [--label k=v]",
+		Use:   "kill [-s SIG] [--grace DUR] [--force | --no-escalate] ID... | kill --all [--label k=v] | kill --port N [--backend B]",
 		Short: "Kill background process trees (SIG, grace period, SIGKILL, verified)",
 		Long: `Kill each process's whole tree: send SIG (default TERM), wait --grace for it to
 exit, then SIGKILL whatever of the tree is left, and verify nothing is left.
@@ -33,7 +37,12 @@ whether the tree ended; it never sends SIGKILL.
 A process whose command exited while processes it started still run ('cmd &',
 a server that daemonised; ps shows "1 left running") is reported as already
 exited, and what it left running is killed the same way. --all includes such
-processes. The result counts the processes the kill ended.`,
+processes. The result counts the processes the kill ended.
+
+--port N kills the corral tree that listens on TCP port N (in --backend,
+default local). When a program corral did not start holds the port, it
+refuses with exit status 1 and names that program's PID and command: kill it
+yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var sig env.Signal
 			if sigName != "" {
@@ -49,10 +58,29 @@ processes. The result counts the processes the kill ended.`,
 			switch {
 			case force && noEsc:
 				return usageErrorf("kill: --force sends SIGKILL at once; --no-escalate never does: give one of them")
+			case cmd.Flags().Changed("port") && (all || len(args) > 0):
+				return usageErrorf("kill: give IDs, --all or --port, only one of them")
+			case cmd.Flags().Changed("port"):
+				if err := checkPort("kill", "--port", port); err != nil {
+					return err
+				}
+				if len(labels) > 0 {
+					return usageErrorf("kill: --label selects processes for --all only")
+				}
+				if err := checkBackend(backend); err != nil {
+					return usageErrorf("kill: %v", err)
+				}
+				c, _, err := connect(cmd.Context(), stderr)
+				if err != nil {
+					return err
+				}
+				return killPort(cmd.Context(), c, backend, port, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc}, asJSON, stdout)
+			case cmd.Flags().Changed("backend"):
+				return usageErrorf("kill: --backend chooses where --port looks; IDs and --all need none")
 			case all && len(args) > 0:
 				return usageErrorf("kill: give IDs or --all, not both")
 			case !all && len(args) == 0:
-				return usageErrorf("kill: missing ID (or --all)")
+				return usageErrorf("kill: missing ID (or --all, or --port N)")
 			case !all && len(labels) > 0:
 				return usageErrorf("kill: --label selects processes for --all only")
 			}
@@ -72,16 +100,7 @@ processes. The result counts the processes the kill ended.`,
 					errs = append(errs, err)
 				}
 			} else {
-				for _, id := range args {
-					r, err := c.Kill(cmd.Context(), id, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc})
-					if err != nil {
-						errs = append(errs, fmt.Errorf("%s: %w", id, err))
-						if r.ID == "" {
-							continue
-						}
-					}
-					results = append(results, r)
-				}
+				results, errs = killIDs(cmd.Context(), c, args, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc})
 			}
 			if asJSON {
 				if results == nil {
@@ -107,11 +126,32 @@ processes. The result counts the processes the kill ended.`,
 	f.BoolVar(&all, "all", false, "kill every running process (with --label: those carrying the labels)")
 	f.StringArrayVar(&labels, "label", nil, "with --all: only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	f.IntVar(&port, "port", 0, "kill the corral tree listening on this TCP port (refused for a program corral did not start)")
+	f.StringVar(&backend, "backend", defaultBackend, "with --port: the backend whose port it is: "+backendHelp)
 	return cmd
 }
 
 // killLine is one kill's outcome for a person: what was sent, whether
 // SIGKILL had to follow, how many processes it ended, and what is left.
+// killIDs kills each process of ids, and returns the results of the kills
+// that reached a process (one that failed part way still has one) and an
+// error naming each that failed.
+func killIDs(ctx context.Context, c *daemon.Client, ids []string, opts registry.KillOptions) ([]registry.KillResult, []error) {
+	var results []registry.KillResult
+	var errs []error
+	for _, id := range ids {
+		r, err := c.Kill(ctx, id, opts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			if r.ID == "" {
+				continue
+			}
+		}
+		results = append(results, r)
+	}
+	return results, errs
+}
+
 func killLine(r registry.KillResult) string {
 	status := string(r.State)
 	if r.Status != nil {

@@ -12,6 +12,9 @@ import (
 
 // Exit codes shared by the subcommands; see the package comment.
 const (
+	// exitFailure: what was asked for did not happen (wait --ready: the
+	// process ended first; kill --port: corral does not own the port).
+	exitFailure     = 1
 	exitUsage       = 2
 	exitTimeout     = 124
 	exitCorralError = 125
@@ -114,7 +117,8 @@ host ("ssh://user@host").`,
 	root.AddCommand(newServeCommand(stdout, stderr), newStartCommand(stdout, stderr), newPSCommand(stdout, stderr),
 		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
 		newSendCommand(stdout, stderr), newResizeCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
-		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr), newDashboardCommand(stdout, stderr))
+		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr), newDashboardCommand(stdout, stderr),
+		newPortsCommand(stdout, stderr))
 	return root
 }
 
