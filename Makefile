@@ -84,8 +84,13 @@ test-image:
 		echo "test-image: no Docker engine reachable; Docker tests will skip"; \
 	fi
 
+# -parallel 4: the docker, ssh and nohup suites spend their time waiting on
+# the engine, sshd and shells inside sandboxes, not on the CPU; two cases at
+# a time (GOMAXPROCS on 2 cores) left both cores idle much of the run.
+TEST_PARALLEL ?= 4
+
 unit:
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GOTESTFLAGS) ./...
 
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/env/ssh/sshtest"
 )
@@ -24,6 +25,9 @@ import (
 //	BenchmarkCLIRunLocal/corral    `corral run -- true` through the daemon
 //	BenchmarkCLIRunLocal/nodaemon  `corral run --no-daemon -- true`
 //	BenchmarkCLIRunLocal/baseline  `sh -c true`
+//	BenchmarkCLIRunPlugin          the second and later `corral run --backend localplugin:// -- true`
+//	                               and `corral run -- true`, alternated through one daemon; reports
+//	                               plugin-ms, native-ms and their ratio (target: ratio ≤ 2)
 //	BenchmarkCLIVersion/corral     `corral version`
 //	BenchmarkCLIVersion/baseline   `true` (/bin/true): a process's floor cost
 //
@@ -149,4 +153,38 @@ func BenchmarkCLIVersion(b *testing.B) {
 	b.Run("baseline", func(b *testing.B) {
 		benchProcess(b, h.env, "", "true")
 	})
+}
+
+// BenchmarkCLIRunPlugin times `corral run --backend localplugin:// -- true`
+// against `corral run -- true` (the local backend, native), alternated
+// through one daemon so that both see the same machine at the same time.
+// The daemon keeps the plugin process running between calls: after the
+// first call, no plugin starts.
+func BenchmarkCLIRunPlugin(b *testing.B) {
+	h := newDaemonHome(b, buildCorral(b))
+	h.env = append(h.env, "CORRAL_PLUGIN_PATH="+buildPlugins(b, "localplugin"))
+	run := func(args ...string) time.Duration {
+		start := time.Now()
+		cmd := exec.Command(h.bin, args...)
+		cmd.Env = h.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return time.Since(start)
+	}
+	plugin := []string{"run", "--backend", "localplugin://", "--", "true"}
+	native := []string{"run", "--", "true"}
+	run(plugin...) // warm: daemon up, plugin started, backends open
+	run(native...)
+	var tp, tn time.Duration
+	n := 0
+	for b.Loop() {
+		tp += run(plugin...)
+		tn += run(native...)
+		n++
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
+	b.ReportMetric(ms(tp), "plugin-ms")
+	b.ReportMetric(ms(tn), "native-ms")
+	b.ReportMetric(float64(tp)/float64(tn), "ratio")
 }

@@ -11,7 +11,7 @@ import (
 
 // buildPlugins builds the example backend plugins into a private (0700)
 // directory, which the plugin host's ownership check accepts.
-func buildPlugins(t *testing.T, names ...string) string {
+func buildPlugins(t testing.TB, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, name := range names {

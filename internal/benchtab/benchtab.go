@@ -262,6 +262,9 @@ var DefaultChecks = []Check{
 	// a round trip through it within 10 % of the direct connection (the
 	// copyrelay row is the floor of any process in between).
 	{Bench: "ACPRelay", Unit: "ns/op", Kind: RatioAtMost, Limit: 1.1},
+	// A dev server is seen ready within 50 ms (median) of its socket
+	// listening, locally and in a container.
+	{Bench: "ReadyLatency", Unit: "ready-ms-median", Kind: Below, Limit: 50},
 }
 
 // Row is one line of the table.
