@@ -91,7 +91,8 @@ type Process interface {
 
 	// Wait blocks until the process exits and returns how it ended, or
 	// until ctx is done (returning ctx.Err()). It may be called any number
-	// of times, concurrently.
+	// of times, concurrently. With an error it returns NoStatus, never a
+	// zero ExitStatus that reads as "exit status 0".
 	Wait(ctx context.Context) (ExitStatus, error)
 
 	// Resize changes the PTY's window size. ErrUnsupported without a PTY.

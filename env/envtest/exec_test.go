@@ -301,12 +301,12 @@ func (p *execProc) Survivors(ctx context.Context) ([]int, error) {
 
 func (p *execProc) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if err := p.check(); err != nil {
-		return env.ExitStatus{}, err
+		return env.NoStatus, err
 	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return env.ExitStatus{}, ctx.Err()
+		return env.NoStatus, ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -108,13 +108,13 @@ func testWaitDeadline(t *testing.T, s *suite) {
 	p := s.start(t, e, env.Spec{Command: "sleep " + m})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if st, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait with an expiring context = %v, %v; want context.DeadlineExceeded", st, err)
+	if st, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) || st != env.NoStatus {
+		t.Fatalf("Wait with an expiring context = %v, %v; want %v, context.DeadlineExceeded", st, err, env.NoStatus)
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	ccancel()
-	if st, err := p.Wait(cctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait with a cancelled context = %v, %v; want context.Canceled", st, err)
+	if st, err := p.Wait(cctx); !errors.Is(err, context.Canceled) || st != env.NoStatus {
+		t.Fatalf("Wait with a cancelled context = %v, %v; want %v, context.Canceled", st, err, env.NoStatus)
 	}
 	s.waitProcs(t, e, true, m)
 	if err := p.Signal(s.ctx(t), env.SIGKILL); err != nil {

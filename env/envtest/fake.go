@@ -510,7 +510,7 @@ func (p *FakeProcess) Survivors(ctx context.Context) ([]int, error) {
 // released.
 func (p *FakeProcess) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if err := p.check("wait"); err != nil {
-		return env.ExitStatus{}, err
+		return env.NoStatus, err
 	}
 	p.s.mu.Lock()
 	p.s.waits++
@@ -521,9 +521,9 @@ func (p *FakeProcess) Wait(ctx context.Context) (env.ExitStatus, error) {
 		defer p.s.mu.Unlock()
 		return p.s.status, p.s.waitErr
 	case <-p.released:
-		return env.ExitStatus{}, p.check("wait")
+		return env.NoStatus, p.check("wait")
 	case <-ctx.Done():
-		return env.ExitStatus{}, ctx.Err()
+		return env.NoStatus, ctx.Err()
 	}
 }
 

@@ -36,8 +36,11 @@ func (s *suite) checkReleased(t *testing.T, p env.Process, what string) {
 	check("Signal", p.Signal(ctx, env.SIGTERM))
 	_, err = p.Survivors(ctx)
 	check("Survivors", err)
-	_, err = p.Wait(ctx)
+	st, err := p.Wait(ctx)
 	check("Wait", err)
+	if st != env.NoStatus {
+		t.Errorf("Wait after %s returned status %v with its error, want %v", what, st, env.NoStatus)
+	}
 	check("Resize", p.Resize(ctx, env.WindowSize{Rows: 10, Cols: 10}))
 	_, err = p.Ref()
 	check("Ref", err)

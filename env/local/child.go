@@ -161,6 +161,7 @@ func (c *child) wait() {
 	case err == nil, errors.As(err, &exitErr):
 		c.status = exitStatusOf(c.cmd.ProcessState)
 	default:
+		c.status = env.NoStatus
 		c.waitErr = fmt.Errorf("local: wait for %d: %w", c.pid, err)
 	}
 	// Stdin refuses writes before Wait returns: a caller that saw the
@@ -297,13 +298,13 @@ func (c *child) Survivors(ctx context.Context) ([]int, error) {
 
 func (c *child) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if c.released.Load() {
-		return env.ExitStatus{}, fmt.Errorf("local: wait for %d: %w", c.pid, env.ErrReleased)
+		return env.NoStatus, fmt.Errorf("local: wait for %d: %w", c.pid, env.ErrReleased)
 	}
 	select {
 	case <-c.done:
 		return c.status, c.waitErr
 	case <-ctx.Done():
-		return env.ExitStatus{}, ctx.Err()
+		return env.NoStatus, ctx.Err()
 	}
 }
 

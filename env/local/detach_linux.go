@@ -227,7 +227,7 @@ var errLost = errors.New("the shim supervising the process died without recordin
 
 func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if d.released.Load() {
-		return env.ExitStatus{}, d.errorf("wait for", env.ErrReleased)
+		return env.NoStatus, d.errorf("wait for", env.ErrReleased)
 	}
 	w := d.env.newDirWatch(d.dir)
 	defer w.Close()
@@ -236,10 +236,10 @@ func (d *detached) Wait(ctx context.Context) (env.ExitStatus, error) {
 			return st, nil
 		}
 		if d.lost() {
-			return env.ExitStatus{}, d.errorf("wait for", errLost)
+			return env.NoStatus, d.errorf("wait for", errLost)
 		}
 		if _, err := w.wait(ctx, nil); err != nil {
-			return env.ExitStatus{}, err
+			return env.NoStatus, err
 		}
 	}
 }

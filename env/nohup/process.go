@@ -203,17 +203,17 @@ func (p *process) setStatus(s env.ExitStatus) {
 // interval.
 func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if err := p.check(); err != nil {
-		return env.ExitStatus{}, err
+		return env.NoStatus, err
 	}
 	if s, ok := p.cached(); ok {
 		return s, nil
 	}
 	if st, ok, err := p.waitFollow(ctx); err != nil {
-		return env.ExitStatus{}, err
+		return env.NoStatus, err
 	} else if ok {
 		s, _, err := p.parseState(st)
 		if err != nil {
-			return env.ExitStatus{}, err
+			return env.NoStatus, err
 		}
 		p.setStatus(s)
 		return s, nil
@@ -225,13 +225,13 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 		release()
 		if err != nil {
 			if ctx.Err() != nil {
-				return env.ExitStatus{}, ctx.Err()
+				return env.NoStatus, ctx.Err()
 			}
-			return env.ExitStatus{}, fmt.Errorf("wait: %w", err)
+			return env.NoStatus, fmt.Errorf("wait: %w", err)
 		}
 		s, done, err := p.parseState(st)
 		if err != nil {
-			return env.ExitStatus{}, err
+			return env.NoStatus, err
 		}
 		if done {
 			p.setStatus(s)
@@ -239,11 +239,11 @@ func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 		}
 		if steps == "" {
 			if err := p.pause(ctx, b, nil); err != nil {
-				return env.ExitStatus{}, err
+				return env.NoStatus, err
 			}
 		}
 		if err := p.check(); err != nil {
-			return env.ExitStatus{}, err
+			return env.NoStatus, err
 		}
 	}
 }
