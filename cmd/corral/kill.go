@@ -102,20 +102,7 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 			} else {
 				results, errs = killIDs(cmd.Context(), c, args, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc})
 			}
-			if asJSON {
-				if results == nil {
-					results = []registry.KillResult{}
-				}
-				printJSON(stdout, results)
-			} else {
-				for _, r := range results {
-					fmt.Fprintln(stdout, killLine(r))
-				}
-			}
-			if len(errs) > 0 {
-				return daemonError("kill", errs...)
-			}
-			return nil
+			return reportKills(stdout, results, errs, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -150,6 +137,25 @@ func killIDs(ctx context.Context, c *daemon.Client, ids []string, opts registry.
 		results = append(results, r)
 	}
 	return results, errs
+}
+
+// reportKills prints what a kill did (a JSON array, never null, with
+// --json) and turns its failures into the command's error.
+func reportKills(stdout io.Writer, results []registry.KillResult, errs []error, asJSON bool) error {
+	if asJSON {
+		if results == nil {
+			results = []registry.KillResult{}
+		}
+		printJSON(stdout, results)
+	} else {
+		for _, r := range results {
+			fmt.Fprintln(stdout, killLine(r))
+		}
+	}
+	if len(errs) > 0 {
+		return daemonError("kill", errs...)
+	}
+	return nil
 }
 
 func killLine(r registry.KillResult) string {

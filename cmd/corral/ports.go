@@ -109,18 +109,8 @@ func killPort(ctx context.Context, c *daemon.Client, backend string, port int, o
 		}
 	}
 	results, errs := killIDs(ctx, c, owners, opts)
-	if results == nil {
-		results = []registry.KillResult{}
-	}
-	if asJSON {
-		printJSON(stdout, results)
-	} else {
-		for _, r := range results {
-			fmt.Fprintln(stdout, killLine(r))
-		}
-	}
-	if len(errs) > 0 {
-		return daemonError("kill", errs...)
+	if err := reportKills(stdout, results, errs, asJSON); err != nil {
+		return err
 	}
 	switch {
 	case len(foreign) > 0:
