@@ -144,7 +144,7 @@ func hint(err error) string {
 	case errclass.NotFound:
 		return "`corral ps --all` lists the tracked processes"
 	case errclass.NameInUse:
-		return "start with --replace to replace it"
+		return "--replace kills it, then starts this command"
 	case errclass.Running:
 		var pe *procError
 		if errors.As(err, &pe) {

@@ -124,7 +124,7 @@ func TestDevServerCLI(t *testing.T) {
 		assert.Equal(t, exitCorralError, code)
 		assert.Empty(t, out)
 		assert.Contains(t, errOut, "name web is held by "+id)
-		assert.Contains(t, errOut, "start with --replace to replace it")
+		assert.Contains(t, errOut, "--replace kills it, then starts this command")
 	})
 	t.Run("ps", func(t *testing.T) {
 		out := mustCorral(t, "ps")
