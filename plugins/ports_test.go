@@ -2,21 +2,16 @@ package plugins_test
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/porttest"
 	"github.com/corralhq/corral/plugins"
 	pb "github.com/corralhq/corral/plugins/proto"
 )
@@ -26,40 +21,14 @@ import (
 // tree listens (busybox nc), the tree's listeners, the sandbox's, and a URL
 // check.
 func TestPorts(t *testing.T) {
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Skip("busybox not found (its nc listens in this test): apt-get install busybox-static")
-	}
+	bb := porttest.Busybox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := openPlugin(t, "hostsh://?base="+t.TempDir()+"/state")
 	t.Cleanup(func() { e.Close() })
 	require.True(t, e.Capabilities().Ports)
 	require.True(t, e.Capabilities().CheckURL)
-
-	port := freePort(t)
-	p, err := e.Start(ctx, env.Spec{Command: "sleep 0.1; exec " + bb + " nc -l -p " + strconv.Itoa(port)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx); _ = p.Release() })
-	ls, err := p.(env.PortWaiter).WaitListening(ctx, []int{port})
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	assert.Equal(t, port, ls[0].Port)
-	assert.Equal(t, p.PID(), ls[0].PID)
-	assert.Contains(t, ls[0].Command, "nc -l -p")
-
-	got, err := p.(env.PortLister).Listeners(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, ls, got)
-	all, err := e.(env.PortLister).Listeners(ctx)
-	require.NoError(t, err)
-	assert.Contains(t, all, ls[0])
-
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) }))
-	t.Cleanup(web.Close)
-	code, err := e.(env.URLChecker).CheckURL(ctx, web.URL)
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusAccepted, code)
+	porttest.RoundTrip(ctx, t, e, bb)
 }
 
 // TestPortsOldPlugin: a plugin built before the ports calls (gRPC answers
@@ -88,12 +57,4 @@ func TestPortsOldPlugin(t *testing.T) {
 	require.ErrorIs(t, err, env.ErrUnsupported)
 	_, err = p.(env.PortWaiter).WaitListening(ctx, []int{1})
 	require.ErrorIs(t, err, env.ErrUnsupported)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
