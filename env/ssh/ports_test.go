@@ -1,4 +1,4 @@
-package ssh_test
+package ssh
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/corralhq/corral/env/ssh"
 	"github.com/corralhq/corral/env/ssh/sshtest"
 	"github.com/corralhq/corral/internal/porttest"
 )
@@ -20,14 +19,9 @@ func TestPorts(t *testing.T) {
 	srv := sshtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e, err := ssh.Open(ctx, srv.Target(), ssh.Options{
-		ConfigFile:      "none",
-		Home:            t.TempDir(),
-		KnownHostsFiles: []string{srv.KnownHosts},
-		IdentityFiles:   []string{srv.ClientKey},
-		AgentSocket:     "none",
-		BaseDir:         t.TempDir() + "/state",
-	})
+	opts := serverOptions(t, srv)
+	opts.BaseDir = t.TempDir() + "/state"
+	e, err := Open(ctx, srv.Target(), opts)
 	require.NoError(t, err, "sshd log:\n%s", srv.Log())
 	t.Cleanup(func() { _ = e.Close() })
 	require.True(t, e.Capabilities().Ports)
