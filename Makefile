@@ -29,10 +29,10 @@ BENCHTIME ?= 1s
 export CORRAL_REQUIRE_DOCKER
 export CORRAL_REQUIRE_SSH
 
-.PHONY: generate test fmt-check vet staticcheck staticcheck-install shell-check test-image unit cross build bench clean
+.PHONY: generate test fmt-check vet staticcheck staticcheck-install shell-check test-image unit chaos cross build bench clean
 
-## test: everything CI checks, in order: format, vet, staticcheck, shell, tests, cross-builds
-test: fmt-check vet staticcheck shell-check test-image unit cross
+## test: everything CI checks, in order: format, vet, staticcheck, shell, tests, the fault suite, cross-builds
+test: fmt-check vet staticcheck shell-check test-image unit chaos cross
 	@echo "make test: all checks passed"
 
 fmt-check:
@@ -89,8 +89,20 @@ test-image:
 # a time (GOMAXPROCS on 2 cores) left both cores idle much of the run.
 TEST_PARALLEL ?= 4
 
+# The fault suite (integration/chaos_*_test.go, tests named TestChaos…)
+# runs in its own step, so `make chaos` can be run alone and unit does not
+# run it twice.
+CHAOS_RUN := ^TestChaos
+CHAOS_TIMEOUT ?= 10m
+
 unit:
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GOTESTFLAGS) ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -skip '$(CHAOS_RUN)' $(GOTESTFLAGS) ./...
+
+## chaos: inject faults on real components (docker, sshd, daemon and front
+## ends killed, full disk, OOM, bad input) and check every promise of
+## docs/reliability.md
+chaos: test-image
+	$(GO) test -race -timeout $(CHAOS_TIMEOUT) -run '$(CHAOS_RUN)' $(GOTESTFLAGS) ./integration/
 
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...

@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/procstat"
+)
+
+// The fault suite (make chaos): tests named TestChaos… inject one fault on
+// real components (docker pause and rm -f, a killed sshd, a TCP blackhole,
+// a daemon or front end killed with SIGKILL, a full tmpfs, an OOM, bad
+// input) and check corral's promise under it: every call returns within
+// its bound, nothing runs untracked, nothing of corral is left running,
+// and errors are short and say what to do. The bounds are the issue's
+// promises (docs/reliability.md), not speed targets: speed lives in
+// benchmarks.
+
+// chaosWithin runs fn and fails the test when it took longer than bound.
+// It returns how long fn took, for the figures in docs/reliability.md.
+func chaosWithin(t *testing.T, what string, bound time.Duration, fn func()) time.Duration {
+	t.Helper()
+	start := time.Now()
+	fn()
+	took := time.Since(start)
+	t.Logf("chaos: %s took %s (bound %s)", what, took.Round(time.Millisecond), bound)
+	if took > bound {
+		t.Errorf("chaos: %s took %s, over its bound of %s", what, took.Round(time.Millisecond), bound)
+	}
+	return took
+}
+
+// maxErrorBytes bounds an error corral shows to a person or a model: one
+// or two short sentences, never an echo of a large input.
+const maxErrorBytes = 400
+
+// chaosShortError fails the test unless msg is a short error: at most
+// maxErrorBytes, valid UTF-8, and without any of the given inputs echoed
+// back (pass the parts of a large input that must not appear).
+func chaosShortError(t *testing.T, msg string, inputs ...string) {
+	t.Helper()
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		t.Errorf("chaos: empty error message")
+		return
+	}
+	if len(msg) > maxErrorBytes {
+		t.Errorf("chaos: error is %d bytes, over %d: %.200q…", len(msg), maxErrorBytes, msg)
+	}
+	if !utf8.ValidString(msg) {
+		t.Errorf("chaos: error is not valid UTF-8: %.200q", msg)
+	}
+	for _, in := range inputs {
+		if in != "" && strings.Contains(msg, in) {
+			t.Errorf("chaos: error echoes its input (%.40q…): %.200q", in, msg)
+		}
+	}
+}
+
+// corralMarkers are the words in the command line of corral's own helper
+// processes: the nohup engine's wrapper and spares, and env/local's shim.
+var corralMarkers = []string{"corral-parent", "corral-command", "corral-shim"}
+
+// chaosLeftovers returns "PID cmdline" of live processes started at or
+// after since whose command line holds one of corral's markers or one of
+// extra (a test's own marker), skipping this test binary. Processes of
+// earlier runs on the same machine are told apart by their start time.
+func chaosLeftovers(since time.Time, extra ...string) []string {
+	boot := bootTime()
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		st, err := procstat.Read(pid)
+		if err != nil || st.Exited() {
+			continue
+		}
+		if !boot.IsZero() {
+			started := boot.Add(time.Duration(st.StartTime) * time.Second / clockTicks)
+			// Clock ticks and /proc/uptime are 10 ms steps: allow a few.
+			if started.Before(since.Add(-50 * time.Millisecond)) {
+				continue
+			}
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmdline := strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")
+		for _, m := range append(extra, corralMarkers...) {
+			if m != "" && strings.Contains(cmdline, m) {
+				if len(cmdline) > 120 {
+					cmdline = cmdline[:120] + "…"
+				}
+				out = append(out, strconv.Itoa(pid)+" "+cmdline)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// chaosNoLeftovers waits up to bound for chaosLeftovers(since, extra...) to
+// be empty and fails the test naming what is left.
+func chaosNoLeftovers(t *testing.T, since time.Time, bound time.Duration, extra ...string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		left := chaosLeftovers(since, extra...)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("chaos: %d processes left running after %s:\n  %s", len(left), bound, strings.Join(left, "\n  "))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// bootTime is when the machine booted, to the clock tick: now minus
+// /proc/uptime (btime in /proc/stat is whole seconds, too coarse to tell
+// a process of this run from one started a moment before it). Zero when
+// unreadable.
+func bootTime() time.Time {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return time.Time{}
+	}
+	up, _, _ := strings.Cut(string(b), " ")
+	secs, err := strconv.ParseFloat(up, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Now().Add(-time.Duration(secs * float64(time.Second)))
+}
+
+// TestChaosLeftoverCheck proves the suite's leftover check sees what it
+// must: a process with a test marker started after the mark, and nothing
+// of the same marker once it is gone.
+func TestChaosLeftoverCheck(t *testing.T) {
+	since := time.Now()
+	marker := "chaos-selftest-" + strconv.Itoa(os.Getpid())
+	// GNU sleep adds up its arguments: the marker must not be one, so it
+	// travels as the name of a shell that runs sleep.
+	cmd := exec.Command("sh", "-c", "sleep 30; :", marker)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if left := chaosLeftovers(since, marker); len(left) != 1 {
+		t.Fatalf("chaosLeftovers found %d processes with the marker, want 1: %q", len(left), left)
+	}
+	if left := chaosLeftovers(time.Now().Add(time.Minute), marker); len(left) != 0 {
+		t.Fatalf("chaosLeftovers counted a process started before the mark: %q", left)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	chaosNoLeftovers(t, since, 5*time.Second, marker)
+}
