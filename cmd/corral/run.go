@@ -70,6 +70,9 @@ like credentials (*_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD, AWS_*, OPENAI_*,
 ANTHROPIC_*, SSH_AUTH_SOCK, DATABASE_URL and similar). Pass one on with
 --allow-env NAME, or set a value explicitly with --env NAME=VALUE.
 
+When the kernel's OOM killer ended the command, corral says so in one line on
+stderr ("... ran out of memory ...") and exits 137, as for any SIGKILL.
+
 Exit status: the command's exit code; 128+N when signal N ended it; 124 after
 a timeout; 130, 143 or 129 when corral got SIGINT, SIGTERM or SIGHUP; 141
 when corral's stdout was closed (the tree is killed, as by SIGPIPE); 125 when
