@@ -122,7 +122,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 		setPTYAttrs(cmd)
 	}
 	// Counted before the fork: an OOM kill before it is not this one's.
-	c.oom = newOOMCounter(treeCgroupDir(t))
+	c.oom = e.oom.counter(treeCgroupDir(t))
 	if err := cmd.Start(); err != nil {
 		t.abort()
 		closeAll(closeAfterStart)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/corralhq/corral/env"
 )
@@ -33,20 +34,42 @@ type oomCounter struct {
 	base uint64
 }
 
-// newOOMCounter finds the record for a process about to be forked by this
-// one into the cgroup v2 directory v2dir ("" when it stays in ours), and
-// takes the count. A v1 memory cgroup is inherited at fork, so this
-// process's own is the child's.
-func newOOMCounter(v2dir string) oomCounter {
-	own, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return oomCounter{}
+// oomFinder finds the record for the processes this process forks. The
+// lookup (our /proc/self/cgroup and mountinfo, a walk up the cgroup v2
+// tree) is made once and kept: the cgroup a child is charged to does not
+// change while this process stays in its cgroups. Only a child's own v2
+// cgroup is looked at every time, since it is new each time.
+type oomFinder struct {
+	mu     sync.Mutex
+	done   bool
+	from   string // the v2 directory the kept lookup started from
+	record string
+}
+
+// counter finds the record for a process about to be forked into the
+// cgroup v2 directory v2dir ("" when it stays in ours) and takes the count.
+// A v1 memory cgroup is inherited at fork, so ours is the child's.
+func (f *oomFinder) counter(v2dir string) oomCounter {
+	path := ""
+	if v2dir != "" {
+		// The memory controller enabled for corral's process cgroups gives
+		// each process an exact record of its own.
+		if own := filepath.Join(v2dir, "memory.events"); fileExists(own) {
+			path = own
+		}
 	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return oomCounter{}
+	if path == "" {
+		from := ""
+		if v2dir != "" {
+			from = filepath.Dir(v2dir)
+		}
+		f.mu.Lock()
+		if !f.done || f.from != from {
+			f.done, f.from, f.record = true, from, lookupOOMRecord(from)
+		}
+		path = f.record
+		f.mu.Unlock()
 	}
-	path := findOOMRecord(own, mounts, v2dir)
 	if path == "" {
 		return oomCounter{}
 	}
@@ -55,6 +78,19 @@ func newOOMCounter(v2dir string) oomCounter {
 		return oomCounter{}
 	}
 	return oomCounter{path: path, base: n}
+}
+
+// lookupOOMRecord is findOOMRecord for this process.
+func lookupOOMRecord(v2dir string) string {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	return findOOMRecord(own, mounts, v2dir)
 }
 
 // killed reports whether the process that ended with st was OOM-killed:

@@ -194,3 +194,25 @@ func TestOOMKilledInMemoryCgroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, uint64(3), "the kernel's count of OOM kills in the test's cgroup")
 }
+
+// BenchmarkOOMRecord is what reading the kernel's record of OOM kills adds
+// to a process's life (corral: finding the record and taking the count
+// before the fork, reading it again at a SIGKILL exit), against the whole
+// life of a process with pipes in the same Env (baseline: start, output,
+// wait). The ratio is the share of a start the record costs.
+func BenchmarkOOMRecord(b *testing.B) {
+	b.Run("corral", func(b *testing.B) {
+		var f oomFinder
+		for b.Loop() {
+			c := f.counter("")
+			_ = c.mark(env.Signaled(env.SIGKILL))
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		e := benchEnv(b, !cgroupUsable())
+		ctx := context.Background()
+		for b.Loop() {
+			runWhole(ctx, b, e, env.Spec{Command: "true"})
+		}
+	})
+}

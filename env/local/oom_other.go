@@ -8,7 +8,10 @@ import "github.com/corralhq/corral/env"
 // status is marked OOMKilled.
 type oomCounter struct{}
 
-func newOOMCounter(string) oomCounter { return oomCounter{} }
+// oomFinder finds nothing.
+type oomFinder struct{}
+
+func (*oomFinder) counter(string) oomCounter { return oomCounter{} }
 
 func (oomCounter) mark(st env.ExitStatus) env.ExitStatus { return st }
 

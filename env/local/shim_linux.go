@@ -200,6 +200,7 @@ type shimServer struct {
 	exiting  bool
 	cgroups  []string // cgroups of ended leaders, removed once empty
 
+	oom   oomFinder
 	wake  chan struct{}
 	work  sync.WaitGroup // terminal copiers and connection handlers
 	stdin *stdinWatcher
@@ -560,7 +561,7 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	}
 
 	// Counted before the fork: an OOM kill before it is not this one's.
-	p.oom = newOOMCounter(p.cgroup)
+	p.oom = s.oom.counter(p.cgroup)
 	s.forkMu.RLock()
 	pid, err := forkExecUnmasked("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
 		Dir: cfg.Dir, Env: environ, Files: files, Sys: sys,

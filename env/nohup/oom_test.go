@@ -1,6 +1,7 @@
 package nohup_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -63,4 +64,31 @@ func TestOOMKilledInMemoryCgroup(t *testing.T) {
 	n, err := cg.OOMKills()
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, uint64(6), "the kernel's count of OOM kills in the test's cgroup")
+}
+
+// BenchmarkOOMRecordStart is the whole life of `true` on resident shells
+// (start, output, wait, remove) with the record of OOM kills read at the
+// start (corral: this machine's cgroup file system) against the same with
+// none to read (baseline: corral_cgroup names a missing directory), in the
+// same run: what the record adds to a start inside a sandbox.
+func BenchmarkOOMRecordStart(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		env  []string
+	}{{"corral", os.Environ()}, {"baseline", append(os.Environ(), "corral_cgroup=/nonexistent")}} {
+		b.Run(c.name, func(b *testing.B) {
+			tr := &nohuptest.Local{Shell: "/bin/sh", Env: c.env, Resident: true}
+			e, err := nohup.New(tr, nohup.Options{BaseDir: b.TempDir() + "/s"})
+			require.NoError(b, err)
+			defer e.Close()
+			ctx := context.Background()
+			for b.Loop() {
+				p, err := e.Start(ctx, env.Spec{Command: "true"})
+				require.NoError(b, err)
+				_, err = p.Wait(ctx)
+				require.NoError(b, err)
+				require.NoError(b, p.Remove(ctx))
+			}
+		})
+	}
 }
