@@ -44,7 +44,7 @@ func TestOOMKilledReasonAndEvent(t *testing.T) {
 	assert.Equal(t, &oomStatus, ev.Status)
 	assert.True(t, ev.Notify)
 	assert.Equal(t, "indexing 1/3\nindexing 2/3", ev.Tail)
-	assert.Contains(t, ev.Summary, "(indexer) ran out of memory")
+	assert.Equal(t, hog.ID+" (indexer) ran out of memory: the kernel's OOM killer ended it (killed by SIGKILL); raise its memory limit or make it use less: ./build-index", ev.Summary)
 	assert.Contains(t, ev.Summary, "raise its memory limit")
 	next, err := sub.Next(ctx)
 	require.NoError(t, err)

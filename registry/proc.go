@@ -503,10 +503,12 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 
 // oomKilledEvent is the event of a process the kernel's OOM killer ended.
 func (p *proc) oomKilledEvent(in Info) Event {
+	how := *in.Status
+	how.OOMKilled = false // said in words already
 	return Event{Type: EventOOMKilled, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status, Notify: true,
 		Tail: outputTail(p.buf, MaxEventTail),
 		Summary: fmt.Sprintf("%s ran out of memory: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less: %s",
-			p.label(), in.Status, clip(p.opts.Command, 200))}
+			p.label(), how, clip(p.opts.Command, 200))}
 }
 
 func copyStatus(s *env.ExitStatus) *env.ExitStatus {
