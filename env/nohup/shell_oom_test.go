@@ -104,7 +104,9 @@ func TestShellOOMFile(t *testing.T) {
 				}
 				d := t.TempDir()
 				script := lib + "corral_proc=" + shellquote.Quote(proc) + " corral_cgroup=" + shellquote.Quote(root) + "\n" +
-					"oomfile; echo \"$o_f\"; oommark " + shellquote.Quote(d) + "\n"
+					// A SIGKILL exit read in between (no oom file there) must
+					// leave the shell's lookup alone.
+					"oomfile; echo \"$o_f\"; wstatus 9 " + shellquote.Quote(filepath.Join(root, "nosuch")) + "; oommark " + shellquote.Quote(d) + "\n"
 				got := sh.run(t, script)
 				want := ""
 				if l.want != "" {

@@ -45,11 +45,12 @@ wstatus() {
 # kernel's count of OOM kills in the command's memory cgroup, recorded at
 # the start in DIR/oom as "COUNT FILE" (see oommark in oom.sh), has risen.
 # The count is read as the exit is seen, by whoever writes exit first.
+# Its variables are k_*: o_f is oomfile's, kept for the shell's life.
 oomkilled() {
-	o_b= o_f=
-	{ [ -f "$1/oom" ] && read -r o_b o_f <"$1/oom"; } || return 1
-	case $o_b in ''|*[!0-9]*) return 1 ;; esac
-	oomcount "$o_f" && [ "$o_n" -gt "$o_b" ]
+	k_b= k_f=
+	{ [ -f "$1/oom" ] && read -r k_b k_f <"$1/oom"; } || return 1
+	case $k_b in ''|*[!0-9]*) return 1 ;; esac
+	oomcount "$k_f" && [ "$o_n" -gt "$k_b" ]
 }
 
 # oomcount FILE sets o_n to the oom_kill count in FILE (cgroup v2
