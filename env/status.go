@@ -7,6 +7,16 @@ import "fmt"
 type ExitStatus struct {
 	Code   int    `json:"code"`
 	Signal Signal `json:"signal,omitempty"`
+	// OOMKilled: the kernel's OOM killer ended the process (or, for a
+	// shell that reports its child's SIGKILL as code 137, the child). A
+	// backend sets it where the kernel's record is readable: the process
+	// ended by SIGKILL (or with code 137) and the count of OOM kills of
+	// its memory cgroup (cgroup v2 memory.events, v1 memory.oom_control)
+	// rose between its start and its end. Where several processes share
+	// one memory cgroup, a SIGKILL from elsewhere during the life of a
+	// process whose neighbour was OOM-killed reads the same; backends
+	// document what they can tell.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // NoStatus is the ExitStatus returned together with an error: no status is
@@ -14,6 +24,10 @@ type ExitStatus struct {
 // Success, and it reads "no exit status", never "exit status 0": a caller
 // that forgets to check the error cannot mistake it for a clean exit.
 var NoStatus = ExitStatus{Code: -1}
+
+// OutOfMemory is the words corral uses wherever it tells that the OOM
+// killer ended a process (ExitStatus.String, a process's reason).
+const OutOfMemory = "out of memory"
 
 // Exited returns the status of a process that exited with code.
 func Exited(code int) ExitStatus { return ExitStatus{Code: code} }
@@ -40,8 +54,14 @@ func (s ExitStatus) String() string {
 	if s == NoStatus {
 		return "no exit status"
 	}
+	var str string
 	if s.Signal != "" {
-		return fmt.Sprintf("killed by %s", s.Signal)
+		str = fmt.Sprintf("killed by %s", s.Signal)
+	} else {
+		str = fmt.Sprintf("exit status %d", s.Code)
 	}
-	return fmt.Sprintf("exit status %d", s.Code)
+	if s.OOMKilled {
+		str += ", " + OutOfMemory
+	}
+	return str
 }

@@ -35,6 +35,9 @@ func TestExitStatus(t *testing.T) {
 		// Signal wins over Code, whatever Code holds.
 		{"signal with code 0", env.ExitStatus{Code: 0, Signal: env.SIGTERM}, 143, false, "killed by SIGTERM"},
 		{"zero value", env.ExitStatus{}, 0, true, "exit status 0"},
+		// The OOM killer's SIGKILL, and a shell's 137 for its child's.
+		{"out of memory", env.ExitStatus{Code: -1, Signal: env.SIGKILL, OOMKilled: true}, 137, false, "killed by SIGKILL, out of memory"},
+		{"out of memory, code", env.ExitStatus{Code: 137, OOMKilled: true}, 137, false, "exit status 137, out of memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

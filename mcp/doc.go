@@ -25,9 +25,11 @@
 // is initialized. One feeds MCP logging notifications
 // ("notifications/message", logger "corral", data = the registry Event as
 // JSON): watch matches, watch_disabled and rate-limit summaries always,
-// exits only of processes started with notify_on_complete, and a dev
+// exits only of processes started with notify_on_complete, a dev
 // server's ready, crashed and ttl_expired events always (each comes at most
-// once per process, and is what its readiness conditions or ttl asked for). MCP sends log
+// once per process, and is what its readiness conditions or ttl asked for),
+// and oom_killed always (level "error": the kernel's OOM killer ended a
+// process, which its exit code alone does not say). MCP sends log
 // notifications only once the client has chosen a level with
 // logging/setLevel; "info" receives all of corral's. The other
 // subscription is drained by process action "events", which returns every

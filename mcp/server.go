@@ -281,7 +281,8 @@ func (s *Server) pump(se *session) {
 // and ttl_expired events come at most once per process and are what its
 // readiness conditions and ttl asked for, so they are always pushed; a
 // crash is an error the agent must hear of before its next request to
-// the server fails.
+// the server fails. So is oom_killed (at most once per process): the
+// process ran out of memory, which its exit code alone does not say.
 func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 	switch ev.Type {
 	case registry.EventExited, registry.EventReady:
@@ -290,7 +291,7 @@ func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 		return "info", true
 	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired:
 		return "warning", true
-	case registry.EventCrashed:
+	case registry.EventCrashed, registry.EventOOMKilled:
 		return "error", true
 	}
 	return "", false

@@ -175,9 +175,18 @@
 // # Events
 //
 // Subscribe returns a pull-based Subscription (Next, Close). Event types
-// are started, exited (every final state but failed), watch_match,
-// watch_disabled, suppressed, and for dev servers ready, crashed and
-// ttl_expired.
+// are started, exited (every final state but failed), oom_killed,
+// watch_match, watch_disabled, suppressed, and for dev servers ready,
+// crashed and ttl_expired.
+//
+// A process whose backend reports it OOM-killed (env.ExitStatus.OOMKilled:
+// the kernel's OOM killer ended it, see the backends' docs for where they
+// can tell) is exited with Info.Reason "out of memory" (ReasonOutOfMemory),
+// and an oom_killed event, with Status and Tail, comes just before its
+// exited event; like crashed, it is exempt from the global rate limit.
+// When a kill of ours had signalled the process, it is killed, and its
+// status does not claim an OOM kill: the backend can only tell that one
+// happened in the cgroup.
 //
 // Watch patterns (StartOptions.Watch substrings, WatchRegex Go regular
 // expressions) are matched against complete output lines after ANSI

@@ -42,6 +42,10 @@ const (
 	// EventTTLExpired: a process's TTL ran out and its tree is being
 	// killed.
 	EventTTLExpired EventType = "ttl_expired"
+	// EventOOMKilled: the kernel's OOM killer ended a process
+	// (env.ExitStatus.OOMKilled); published just before its exited
+	// event, with Status and Tail. Its Info.Reason is ReasonOutOfMemory.
+	EventOOMKilled EventType = "oom_killed"
 )
 
 // Rate limits of the event stream (see the package documentation).
@@ -266,9 +270,9 @@ func (b *eventBus) unsubscribe(s *Subscription) {
 
 // publish applies the global rate limit and hands ev to every subscriber.
 //
-// A completion someone asked for (exited with Notify), and a dev server's
-// ready, crashed and ttl_expired events (each at most one per process, and
-// what an agent waits on) bypass the limit: they are neither held back nor
+// A completion someone asked for (exited with Notify), a dev server's
+// ready, crashed and ttl_expired events, and oom_killed (each at most one
+// per process, and what an agent waits on or must hear of) bypass the limit: they are neither held back nor
 // counted, even during a cooldown. The limit
 // exists for floods of watch matches, which an agent can do nothing about;
 // a completion notice is the one event it needs per process, and there is
@@ -280,7 +284,8 @@ func (b *eventBus) publish(ev Event) {
 		return
 	}
 	now := time.Now()
-	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired {
+	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired ||
+		ev.Type == EventOOMKilled {
 		b.deliverLocked(ev, now)
 		return
 	}

@@ -475,10 +475,16 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 		p.state, p.reason = StateLost, lost.Error()
 	case p.killReason != "":
 		p.state = p.killReason
+		// Our signal explains the end: an OOM kill the backend saw in the
+		// cgroup meanwhile is not called this process's.
+		st.OOMKilled = false
 		p.status = &st
 	default:
 		p.state = StateExited
 		p.status = &st
+		if st.OOMKilled {
+			p.reason = ReasonOutOfMemory
+		}
 	}
 	p.endedTime = now
 	p.reader = nil
@@ -489,7 +495,20 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 	p.r.stateChanged()
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
+	if in.Reason == ReasonOutOfMemory && in.State == StateExited {
+		p.r.ev.publish(p.oomKilledEvent(in))
+	}
 	p.r.ev.publish(p.exitedEvent(in))
+}
+
+// oomKilledEvent is the event of a process the kernel's OOM killer ended.
+func (p *proc) oomKilledEvent(in Info) Event {
+	how := *in.Status
+	how.OOMKilled = false // said in words already
+	return Event{Type: EventOOMKilled, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status, Notify: true,
+		Tail: outputTail(p.buf, MaxEventTail),
+		Summary: fmt.Sprintf("%s ran out of memory: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less: %s",
+			p.label(), how, clip(p.opts.Command, 200))}
 }
 
 func copyStatus(s *env.ExitStatus) *env.ExitStatus {

@@ -145,7 +145,8 @@ type Info struct {
 	OutputBytes int64 `json:"output_bytes"`
 	// Reason explains a lost or failed state, or why the registry killed
 	// the process on its own (a foreground process found running after a
-	// restart, whose caller was lost).
+	// restart, whose caller was lost), or is ReasonOutOfMemory for a
+	// process that exited because the kernel's OOM killer ended it.
 	Reason string `json:"reason,omitempty"`
 	// TimedOut is "", "timeout", "idle_timeout" or "ttl".
 	TimedOut string `json:"timed_out,omitempty"`
@@ -424,20 +425,29 @@ type KillAllOptions struct {
 	NoEscalate bool
 }
 
+// ReasonOutOfMemory is Info.Reason of a process that exited because the
+// kernel's OOM killer ended it (env.ExitStatus.OOMKilled); an oom_killed
+// event says so too. One phrase for it everywhere: env.OutOfMemory.
+const ReasonOutOfMemory = env.OutOfMemory
+
 // StateText is the state as people read it (corral ps, the dashboard):
-// "running", "exited (0)", "killed (SIGTERM)", "exited (0), 1 left
-// running", and "running (foreground)" for a Run someone waits on.
+// "running", "exited (0)", "killed (SIGTERM)", "exited (SIGKILL, out of
+// memory)", "exited (0), 1 left running", and "running (foreground)" for
+// a Run someone waits on.
 func (in Info) StateText() string {
 	state := string(in.State)
 	if in.Foreground && !in.State.Final() {
 		state += " (foreground)"
 	}
 	if in.Status != nil && in.State.Final() {
+		how := fmt.Sprint(in.Status.Code)
 		if in.Status.Signal != "" {
-			state += " (" + in.Status.Signal.String() + ")"
-		} else {
-			state += fmt.Sprintf(" (%d)", in.Status.Code)
+			how = in.Status.Signal.String()
 		}
+		if in.Status.OOMKilled {
+			how += ", " + ReasonOutOfMemory
+		}
+		state += " (" + how + ")"
 	}
 	if in.State.Final() && in.Leftover > 0 {
 		state += fmt.Sprintf(", %d left running", in.Leftover)

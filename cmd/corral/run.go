@@ -70,6 +70,9 @@ like credentials (*_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD, AWS_*, OPENAI_*,
 ANTHROPIC_*, SSH_AUTH_SOCK, DATABASE_URL and similar). Pass one on with
 --allow-env NAME, or set a value explicitly with --env NAME=VALUE.
 
+When the kernel's OOM killer ended the command, corral says so in one line on
+stderr ("... ran out of memory ...") and exits 137, as for any SIGKILL.
+
 Exit status: the command's exit code; 128+N when signal N ended it; 124 after
 a timeout; 130, 143 or 129 when corral got SIGINT, SIGTERM or SIGHUP; 141
 when corral's stdout was closed (the tree is killed, as by SIGPIPE); 125 when
@@ -275,7 +278,7 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	if res.Info.Status == nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: process %s ended in state %s without an exit status", res.Info.ID, res.Info.State)}
 	}
-	return exitFor(*res.Info.Status)
+	return exitForInfo(res.Info)
 }
 
 // brokenPipeWriter calls onBroken when a write fails because the reader
@@ -301,6 +304,24 @@ func exitFor(st env.ExitStatus) error {
 		return nil
 	}
 	return &exitError{code: code}
+}
+
+// exitForInfo is exitFor for a process that ended, which also says so
+// when the kernel's OOM killer ended it: its status alone (137, SIGKILL)
+// looks like any kill.
+func exitForInfo(in registry.Info) error {
+	err := exitFor(*in.Status)
+	if ee, ok := err.(*exitError); ok && in.Reason == registry.ReasonOutOfMemory {
+		ee.msg = oomMessage(in)
+	}
+	return err
+}
+
+// oomMessage is what run and wait say of a process the OOM killer ended.
+func oomMessage(in registry.Info) string {
+	st := *in.Status
+	st.OOMKilled = false // said in words already
+	return fmt.Sprintf("%s ran out of memory: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less", in.ID, st)
 }
 
 func timeoutMessage(res registry.RunResult, o runOptions) string {

@@ -72,7 +72,10 @@ was), 1 when it ended first (its last lines of output follow on stderr),
 			if wr.State == registry.StateKilled && !asJSON {
 				fmt.Fprintf(stderr, "corral: %s was killed (%s)\n", wr.ID, wr.Status)
 			}
-			return exitFor(*wr.Status)
+			if asJSON {
+				return exitFor(*wr.Status)
+			}
+			return exitForInfo(wr.Info)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (exit 124); 0 waits forever")

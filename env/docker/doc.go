@@ -89,6 +89,22 @@
 // until it is gone, before Close returns. docker:// containers and persistent sandboxes are left running.
 // Close always releases the engine connection.
 //
+// # Out of memory
+//
+// A process the kernel's OOM killer ends inside the container (its memory=
+// limit, or the limit of a docker:// container) is reported by the nohup
+// engine: the wrapper compares the count of OOM kills in the container's
+// memory cgroup (memory.oom_control on cgroup v1, memory.events on v2),
+// taken when the process started, with the count at its exit, and Wait's
+// status has OOMKilled set (see env/nohup, "Out of memory"). The cgroup is
+// the whole container's: a kill -9 from outside corral at a time another
+// process of the container was OOM-killed reads the same. When the OOM
+// killer ends the container's main process, the container stops and
+// docker records OOMKilled: the processes corral ran there are lost with
+// an error that says the main process ran out of memory, and so is an
+// Open of that docker:// container. docker-image:// sandboxes are deleted
+// as they stop, so there is nothing left to ask.
+//
 // # Name, errors
 //
 // Name is "docker://" + the container's name for both kinds of target, so

@@ -102,7 +102,7 @@ func openContainer(ctx context.Context, cli *client.Client, t Target, opts Optio
 	case st.Paused:
 		return nil, fmt.Errorf("docker: container %s is paused; unpause it with `docker unpause %s`: %w", name, name, env.ErrUnavailable)
 	case !st.Running || st.Restarting:
-		return nil, fmt.Errorf("docker: container %s is %s, not running; start it with `docker start %s`: %w", name, st.Status, name, env.ErrSandboxGone)
+		return nil, fmt.Errorf("docker: container %s is %s, not running%s; start it with `docker start %s`: %w", name, st.Status, oomWords(st), name, env.ErrSandboxGone)
 	}
 	log.Debug("docker: opened container", "container", name, "id", shortID(c.ID))
 	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts.Residents, log, func() error {

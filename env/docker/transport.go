@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/env"
@@ -159,11 +160,11 @@ func (t *Transport) OpenShell(ctx context.Context, script string) (*nohup.Shell,
 		Cmd:          []string{"/bin/sh", "-c", script},
 	})
 	if err != nil {
-		return nil, sandboxError("exec resident shell", t.name, err)
+		return nil, t.goneWhy(ctx, sandboxError("exec resident shell", t.name, err))
 	}
 	att, err := t.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, sandboxError("attach resident shell", t.name, err)
+		return nil, t.goneWhy(ctx, sandboxError("attach resident shell", t.name, err))
 	}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
@@ -195,7 +196,7 @@ func (t *Transport) OpenShell(ctx context.Context, script string) (*nohup.Shell,
 func (t *Transport) execFailed(ctx context.Context, op string, err error) error {
 	classified := sandboxError(op, t.name, err)
 	if ctx.Err() != nil || errors.Is(classified, env.ErrSandboxGone) || errors.Is(classified, env.ErrUnavailable) {
-		return classified
+		return t.goneWhy(ctx, classified)
 	}
 	if gone := t.checkRunning(ctx); gone != nil {
 		return gone
@@ -214,7 +215,7 @@ func (t *Transport) execFailed(ctx context.Context, op string, err error) error 
 func (t *Transport) settle(ctx context.Context, op string, err error) error {
 	classified := sandboxError(op, t.name, err)
 	if ctx.Err() != nil || errors.Is(classified, env.ErrSandboxGone) || errors.Is(classified, env.ErrUnavailable) {
-		return classified
+		return t.goneWhy(ctx, classified)
 	}
 	delay := 20 * time.Millisecond
 	deadline := time.Now().Add(2 * time.Second)
@@ -326,11 +327,37 @@ func (t *Transport) checkRunning(ctx context.Context) error {
 	if st := res.Container.State; st == nil || !st.Running || st.Restarting {
 		status := "unknown"
 		if st != nil {
-			status = string(st.Status)
+			status = string(st.Status) + oomWords(st)
 		}
 		return fmt.Errorf("docker: container %s is %s: %w", t.name, status, env.ErrSandboxGone)
 	}
 	return nil
+}
+
+// goneWhy returns gone, an error the engine's refusal of an exec made,
+// or, when it means the sandbox is gone, what the container's state says
+// instead: that it was removed, or how it stopped, which is why when the
+// OOM killer ended its main process (see oomWords). One inspect, on the
+// way out only.
+func (t *Transport) goneWhy(ctx context.Context, gone error) error {
+	if ctx.Err() != nil || !errors.Is(gone, env.ErrSandboxGone) {
+		return gone
+	}
+	if err := t.checkRunning(ctx); errors.Is(err, env.ErrSandboxGone) {
+		return err
+	}
+	return gone
+}
+
+// oomWords says, for a stopped container whose main process the kernel's
+// OOM killer ended (docker sets OOMKilled once the container stopped after
+// an OOM kill in it), why it stopped; "" otherwise. The processes corral
+// ran there are lost with it.
+func oomWords(st *container.State) string {
+	if !st.OOMKilled {
+		return ""
+	}
+	return ": its main process ran out of memory (docker reports it OOM-killed); raise the container's memory limit"
 }
 
 // headWriter passes everything to w and keeps the first max bytes.

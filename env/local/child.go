@@ -44,6 +44,7 @@ type child struct {
 	out  *outPump
 	in   *stdinWriter
 	pty  *os.File // master; nil for pipes
+	oom  oomCounter
 
 	// mu orders signals against reaping: Signal holds it shared while it
 	// uses the leader's PID; the waiter takes it exclusively to mark the
@@ -120,6 +121,8 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 	if spec.PTY != nil {
 		setPTYAttrs(cmd)
 	}
+	// Counted before the fork: an OOM kill before it is not this one's.
+	c.oom = e.oom.counter(treeCgroupDir(t))
 	if err := cmd.Start(); err != nil {
 		t.abort()
 		closeAll(closeAfterStart)
@@ -159,7 +162,7 @@ func (c *child) wait() {
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil, errors.As(err, &exitErr):
-		c.status = exitStatusOf(c.cmd.ProcessState)
+		c.status = c.oom.mark(exitStatusOf(c.cmd.ProcessState))
 	default:
 		c.status = env.NoStatus
 		c.waitErr = fmt.Errorf("local: wait for %d: %w", c.pid, err)

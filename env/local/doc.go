@@ -150,6 +150,24 @@
 // (BenchmarkListeners). CheckURL is a plain net/http GET from this process:
 // no proxy, no redirects, no certificate check, at most 5 s.
 //
+// # Out of memory
+//
+// On Linux, Wait's status has OOMKilled set when the kernel's OOM killer
+// ended the process (oom_linux.go): the count of OOM kills of the memory
+// cgroup the process is charged to is taken just before the fork (by the
+// supervisor, or by the shim server for a detached process) and read again
+// at the exit; a process that ended by SIGKILL, or with the 137 that
+// /bin/sh reports for its child's SIGKILL, while the count rose was
+// OOM-killed. The record is memory.events of the nearest cgroup v2 with
+// the memory controller, from the process's own cgroup upwards, else
+// memory.oom_control of the supervisor's cgroup in the v1 memory
+// hierarchy, both found through /proc/self/cgroup and mountinfo. corral's
+// per-process cgroups get no memory controller (a cgroup that holds the
+// supervisor cannot hand it down), so the record is in practice that of
+// the supervisor's cgroup (a service's MemoryMax, a container's limit),
+// shared by its processes: a SIGKILL from elsewhere at the time another
+// of them was OOM-killed reads the same. Elsewhere OOMKilled is never set.
+//
 // # Other systems
 //
 // darwin: process groups only (TreeKill "pgroup"), no Detach. windows: a Job

@@ -54,6 +54,7 @@ type Env struct {
 	sys      *system
 	shim     shimClient
 	hub      dirHub
+	oom      oomFinder
 
 	mu       sync.Mutex
 	closed   bool

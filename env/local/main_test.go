@@ -13,5 +13,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnvVar) != "" {
 		os.Exit(helperMain())
 	}
+	if os.Getenv(oomHelperEnvVar) != "" {
+		os.Exit(oomHelperMain())
+	}
 	goleak.VerifyTestMain(m)
 }

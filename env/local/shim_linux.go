@@ -200,6 +200,7 @@ type shimServer struct {
 	exiting  bool
 	cgroups  []string // cgroups of ended leaders, removed once empty
 
+	oom   oomFinder
 	wake  chan struct{}
 	work  sync.WaitGroup // terminal copiers and connection handlers
 	stdin *stdinWatcher
@@ -212,6 +213,7 @@ type serverProc struct {
 	dir    string
 	pid    int
 	cgroup string // absolute cgroup directory, "" in pgroup+scan mode
+	oom    oomCounter
 
 	stdinOnce sync.Once
 	stdinKeep *os.File // our write end of the FIFO: EOF only once we let go
@@ -558,6 +560,8 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 		environ = append(environ, cfg.Tag+"=1")
 	}
 
+	// Counted before the fork: an OOM kill before it is not this one's.
+	p.oom = s.oom.counter(p.cgroup)
 	s.forkMu.RLock()
 	pid, err := forkExecUnmasked("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
 		Dir: cfg.Dir, Env: environ, Files: files, Sys: sys,
@@ -707,7 +711,7 @@ func (p *serverProc) ended(ws unix.WaitStatus) {
 // parses only a complete line); O_APPEND without O_CREAT never recreates
 // a removed directory's file.
 func (p *serverProc) recordExit(ws unix.WaitStatus) {
-	status := statusFromWait(syscall.WaitStatus(ws))
+	status := p.oom.mark(statusFromWait(syscall.WaitStatus(ws)))
 	if err := appendExit(filepath.Join(p.dir, fileState), status); err != nil {
 		// The directory may be gone (removed by its owner): never
 		// recreate it.

@@ -15,7 +15,12 @@
 //	log       merged stdout and stderr, appended by the whole tree
 //	pid       "PID START" of the command (START: /proc/PID/stat field 22)
 //	wrapper   "PID START" of the wrapper that writes exit
-//	exit      "code N" or "signal N", written in one write (see state in sh/state.sh)
+//	exit      "code N" or "signal N", with " oom" after it when the OOM
+//	          killer ended the command, written in one write (see state in
+//	          sh/state.sh)
+//	oom       "COUNT FILE": the count of OOM kills in the command's memory
+//	          cgroup when it started, and the file it was read from (see
+//	          Out of memory)
 //	in        stdin FIFO (Spec.Stdin), kept open by a holder process
 //	holder    "PID START" of that holder; stdin-closed marks CloseStdin
 //	parent    "PID START" of the stopped parent (see below)
@@ -60,6 +65,27 @@
 // starts the parent in the background with default signal dispositions.
 // setsid is required; a sandbox without it gets an error matching
 // env.ErrUnsupported.
+//
+// # Out of memory
+//
+// The OOM killer's SIGKILL looks like any other, but the kernel counts its
+// kills per memory cgroup: oom_kill in memory.events (cgroup v2; the
+// nearest cgroup with the memory controller, from the sandbox shell's
+// upwards) or in memory.oom_control (the v1 memory hierarchy). The start
+// records that count in the file oom just before the command runs (the
+// file is looked up once per shell, in sh/oom.sh: in a container, whose
+// /proc/self/cgroup names host paths, a path that is not under the mount
+// means the mount's root is the container's own cgroup), and whoever
+// writes exit for a command that ended by SIGKILL, or with the 137 its
+// shell reports for a child's SIGKILL, reads the count again: when it
+// rose, the line ends in " oom" and Wait's status has OOMKilled set. An
+// OOM kill before the start is never blamed on the command. The cgroup is
+// the sandbox's (a container's, an ssh session's), shared by its
+// processes: a SIGKILL from outside corral, at a time another process of
+// the same cgroup was OOM-killed, reads the same. Where no count is
+// readable (no cgroup file system mounted at /sys/fs/cgroup, a v1 kernel
+// older than 4.13 without oom_kill, no memory controller) nothing is
+// recorded and OOMKilled is never set.
 //
 // # Calls, resident shells and armed spares
 //

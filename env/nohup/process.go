@@ -144,7 +144,8 @@ func (p *process) check() error {
 
 func (p *process) PID() int { return int(p.ref.PID) }
 
-// state runs the wait script: "running", "code N", "signal N", "lost" or
+// state runs the wait script: "running", "code N", "signal N" (either
+// followed by " oom" when the OOM killer ended the command), "lost" or
 // "gone". With steps, it returns once the state is not "running" or the
 // steps' sleeps are over.
 func (p *process) state(ctx context.Context, steps string) (string, error) {
@@ -160,6 +161,10 @@ func (p *process) state(ctx context.Context, steps string) (string, error) {
 // the process runs.
 func (p *process) parseState(st string) (status env.ExitStatus, done bool, err error) {
 	f := strings.Fields(st)
+	oom := len(f) == 3 && f[2] == "oom"
+	if oom {
+		f = f[:2]
+	}
 	switch {
 	case st == "running":
 		return env.ExitStatus{}, false, nil
@@ -170,15 +175,20 @@ func (p *process) parseState(st string) (status env.ExitStatus, done bool, err e
 	case len(f) == 2 && f[0] == "code":
 		n, err := strconv.Atoi(f[1])
 		if err == nil && n >= 0 && n <= 255 {
-			return env.Exited(n), true, nil
+			s := env.Exited(n)
+			s.OOMKilled = oom
+			return s, true, nil
 		}
 	case len(f) == 2 && f[0] == "signal":
 		n, err := strconv.Atoi(f[1])
-		if sig := env.SignalFromNumber(n); err == nil && sig != "" {
-			return env.Signaled(sig), true, nil
-		}
 		if err == nil && n > 0 {
-			return env.Signaled(env.Signal("SIG" + f[1])), true, nil
+			sig := env.SignalFromNumber(n)
+			if sig == "" {
+				sig = env.Signal("SIG" + f[1])
+			}
+			s := env.Signaled(sig)
+			s.OOMKilled = oom
+			return s, true, nil
 		}
 	}
 	return env.ExitStatus{}, true, fmt.Errorf("%s: unreadable exit file %q", p.name(), st)

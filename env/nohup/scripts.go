@@ -31,6 +31,8 @@ var (
 	launchSh string // corral_launch
 	//go:embed sh/spares.sh
 	sparesSh string // corral_arm and the removal of spares
+	//go:embed sh/oom.sh
+	oomSh string // oommark, oomfile: the record of OOM kills
 	//go:embed sh/poll.sh
 	pollSh string // corral_poll, corral_wait, corral_signal, ...
 	//go:embed sh/parent.sh
@@ -75,7 +77,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 

@@ -117,4 +117,15 @@
 // before its result is trusted. Cancelling Exec's context sends a KILL
 // signal request and closes the session; its slot is freed when the server
 // has closed it.
+//
+// # Out of memory
+//
+// A process the host's OOM killer ends is reported with OOMKilled by the
+// nohup engine (see env/nohup, "Out of memory"), from the count of OOM
+// kills of the memory cgroup the ssh session's shells run in: with
+// systemd-logind, the session's scope or its nearest ancestor with the
+// memory controller (cgroup v2), or its cgroup in the v1 memory
+// hierarchy. That cgroup is shared by what the session runs. A host with
+// no cgroup file system at /sys/fs/cgroup, or no memory controller, has
+// no record to read, and an OOM kill there is a plain SIGKILL.
 package ssh

@@ -1320,9 +1320,12 @@ func (x *SurvivorsResponse) GetPids() []int64 {
 }
 
 type ExitStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Signal        string                 `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Code   int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Signal string                 `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// oom_killed: the kernel's OOM killer ended the process
+	// (env.ExitStatus.OOMKilled). A plugin that cannot tell leaves it false.
+	OomKilled     bool `protobuf:"varint,3,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1369,6 +1372,13 @@ func (x *ExitStatus) GetSignal() string {
 		return x.Signal
 	}
 	return ""
+}
+
+func (x *ExitStatus) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
 }
 
 type WaitResponse struct {
@@ -1965,11 +1975,13 @@ const file_backend_proto_rawDesc = "" +
 	"process_id\x18\x01 \x01(\x04R\tprocessId\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\"'\n" +
 	"\x11SurvivorsResponse\x12\x12\n" +
-	"\x04pids\x18\x01 \x03(\x03R\x04pids\"8\n" +
+	"\x04pids\x18\x01 \x03(\x03R\x04pids\"W\n" +
 	"\n" +
 	"ExitStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x16\n" +
-	"\x06signal\x18\x02 \x01(\tR\x06signal\"D\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\x03 \x01(\bR\toomKilled\"D\n" +
 	"\fWaitResponse\x124\n" +
 	"\x06status\x18\x01 \x01(\v2\x1c.corral.plugin.v1.ExitStatusR\x06status\"`\n" +
 	"\rResizeRequest\x12\x1d\n" +

@@ -123,6 +123,7 @@ corral_launch() {
 		find "$base" -mindepth 1 -maxdepth 1 -type d -empty -mmin +"$sweep" -exec rmdir {} + 2>/dev/null
 	fi
 	printf '%s' "$spec" >"$d/spec" || { echo nostate; exit 0; }
+	oommark "$d"
 	if [ -n "$r" ]; then
 		# Armed: the wrapper starts the stdin holder, then lets the
 		# command go.

@@ -131,7 +131,7 @@ p=$$
 		if [ "$p_state" = Z ]; then
 			case $p_wstatus in
 			''|*[!0-9]*) st=lost ;;
-			*) wstatus "$p_wstatus" ;;
+			*) wstatus "$p_wstatus" "$d" ;;
 			esac
 			break
 		fi

@@ -30,9 +30,37 @@ pstat() {
 	p_state=$1 p_pgrp=$3 p_start=${20} p_wstatus=${50}
 }
 
-# wstatus W sets st to the exit file's line for the wait status W: "signal
-# N" or "code N".
+# wstatus W DIR sets st to the exit file's line for the wait status W:
+# "signal N" or "code N", followed by " oom" when the OOM killer ended the
+# command (see oomkilled).
 wstatus() {
 	# shellcheck disable=SC2034 # wstatus's result, read by its callers
 	if [ $(($1 & 127)) -ne 0 ]; then st="signal $(($1 & 127))"; else st="code $((($1 >> 8) & 255))"; fi
+	case $st in "signal 9"|"code 137") oomkilled "$2" && st="$st oom" ;; esac
+	return 0
+}
+
+# oomkilled DIR tells whether the OOM killer ended DIR's command, which
+# ended by SIGKILL (or with the 137 a shell reports for its child's): the
+# kernel's count of OOM kills in the command's memory cgroup, recorded at
+# the start in DIR/oom as "COUNT FILE" (see oommark in oom.sh), has risen.
+# The count is read as the exit is seen, by whoever writes exit first.
+# Its variables are k_*: o_f is oomfile's, kept for the shell's life.
+oomkilled() {
+	k_b= k_f=
+	{ [ -f "$1/oom" ] && read -r k_b k_f <"$1/oom"; } || return 1
+	case $k_b in ''|*[!0-9]*) return 1 ;; esac
+	oomcount "$k_f" && [ "$o_n" -gt "$k_b" ]
+}
+
+# oomcount FILE sets o_n to the oom_kill count in FILE (cgroup v2
+# memory.events, v1 memory.oom_control), and returns 1 when it has none.
+oomcount() {
+	o_n= o_k= o_v=
+	{
+		while read -r o_k o_v; do
+			if [ "$o_k" = oom_kill ]; then o_n=$o_v; break; fi
+		done
+	} 2>/dev/null <"$1"
+	case $o_n in ''|*[!0-9]*) o_n=; return 1 ;; esac
 }

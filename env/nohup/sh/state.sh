@@ -49,7 +49,7 @@ state() {
 			s_w=$p_wstatus r_p= r_pst=
 			[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
 			if [ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ]; then
-				wstatus "$s_w"
+				wstatus "$s_w" "$1"
 				echo "$st" 1<>"$1/exit"
 				kill -CONT "$r_p" 2>/dev/null
 				return

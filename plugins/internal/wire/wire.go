@@ -156,10 +156,10 @@ func RefFromProto(r *pb.Ref) env.Ref {
 
 // StatusToProto converts an ExitStatus.
 func StatusToProto(s env.ExitStatus) *pb.ExitStatus {
-	return &pb.ExitStatus{Code: int64(s.Code), Signal: string(s.Signal)}
+	return &pb.ExitStatus{Code: int64(s.Code), Signal: string(s.Signal), OomKilled: s.OOMKilled}
 }
 
 // StatusFromProto converts an ExitStatus back.
 func StatusFromProto(s *pb.ExitStatus) env.ExitStatus {
-	return env.ExitStatus{Code: int(s.GetCode()), Signal: env.Signal(s.GetSignal())}
+	return env.ExitStatus{Code: int(s.GetCode()), Signal: env.Signal(s.GetSignal()), OOMKilled: s.GetOomKilled()}
 }
