@@ -408,9 +408,13 @@ func (p *proc) monitor() {
 			lost = err
 		}
 	}
+	if lost != nil {
+		// Before the lost state shows: whoever sees it finds the target
+		// gone (doctor) and opens a fresh one on the next call.
+		p.r.envGone(p.backend, p.env, lost)
+	}
 	p.finish(st, lost)
 	if lost != nil {
-		p.r.envGone(p.backend, p.env, lost)
 		p.treeEnded()
 		return
 	}
