@@ -30,7 +30,7 @@ type Registry struct {
 	procs  map[string]*proc
 	envs   map[string]*envSlot
 	gone   map[string]GoneInfo // targets whose sandbox vanished, until opened again
-	admits uint64 // processes ever admitted to procs; see proc.admitted
+	admits uint64              // processes ever admitted to procs; see proc.admitted
 
 	ev      *eventBus
 	changes changeSignal
