@@ -75,6 +75,20 @@ type backendOptions struct {
 	// (docker.Options.Owner): daemonOwner or privateOwner, so that no two
 	// registries share a sandbox unless its target says shared=true.
 	owner string
+	// private: the registry lives as long as one command (privateOwner).
+	private bool
+}
+
+// dockerOwner is the owner of target's sandbox. A private registry's
+// persist=true sandbox is the user's (docker.DefaultOwner), since it is
+// kept for the next command to find.
+func (b backendOptions) dockerOwner(target string) string {
+	if b.private {
+		if t, err := docker.ParseTarget(target); err == nil && t.Sandbox.Persist {
+			return ""
+		}
+	}
+	return b.owner
 }
 
 // daemonOwner is the sandbox owner of the daemon whose state lives in
@@ -111,7 +125,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	case "local":
 		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
 	case "docker", "docker-image":
-		e, err = docker.Open(ctx, target, docker.Options{Owner: b.owner})
+		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target)})
 	case "ssh":
 		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose})
 	default:
