@@ -5,13 +5,14 @@ import "testing"
 // Each daemon owns its sandboxes, a private registry too, except its
 // persist=true ones, which the next command must find.
 func TestSandboxOwners(t *testing.T) {
-	if daemonOwner("/home/a/.local/state/corral") != daemonOwner("/home/a/.local/state/corral") {
+	home := "/home/a/.local/state/corral"
+	if first, again := daemonOwner(home), daemonOwner(home); first != again {
 		t.Error("a daemon restarted on its state directory gets another owner")
 	}
 	if daemonOwner("/home/a/.local/state/corral") == daemonOwner("/home/b/.local/state/corral") {
 		t.Error("two daemons share an owner")
 	}
-	if privateOwner() == privateOwner() {
+	if one, two := privateOwner(), privateOwner(); one == two {
 		t.Error("two private registries share an owner")
 	}
 	d := backendOptions{owner: daemonOwner("/s")}
