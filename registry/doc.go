@@ -6,7 +6,9 @@
 // A Registry is a value built with New from a Config whose Open function
 // maps a backend target ("local", "docker://web", "ssh://host", a plugin's
 // "NAME://…") to an Environment. Each target is opened lazily, once; a
-// failed Open is not cached. Close stops the registry's goroutines and
+// failed Open is not cached, and an environment whose sandbox is reported
+// gone (env.ErrSandboxGone: a container removed) is dropped, so that the
+// next call opens the target again (envs.go). Close stops the registry's goroutines and
 // closes the environments, which kills the processes that were not started
 // detached; detached ones keep running in their sandbox, and with
 // Config.StateFile a later registry re-attaches them (Recover).
@@ -14,7 +16,7 @@
 // # Where things are
 //
 //	registry.go    Registry, New, Close, the janitor
-//	envs.go        one Environment per backend target, opened once
+//	envs.go        one Environment per backend target, opened once (again when its sandbox is gone)
 //	store.go       the process map: lookup by ID or prefix, limits, pruning, List, Remove
 //	proc.go        supervision of one process: start, output copy, finish
 //	tree.go        following what the leader left running

@@ -76,6 +76,7 @@ type proc struct {
 	detached   bool
 	foreground bool // immutable: started by Run without YieldAfter
 	handle     env.Process
+	env        env.Environment // handle's, for envGone; set with handle
 	reader     io.ReadCloser
 	killReason State // StateKilled or StateTimedOut once our signal was delivered
 	signalling int   // our signals in flight
@@ -273,22 +274,12 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	}
 	spec.Tag = p.id
 
-	e, err := r.environment(ctx, opts.Backend)
+	e, h, detached, err := r.startOn(ctx, p, opts.Backend, spec, how.detach)
 	if err != nil {
 		p.fail(err)
 		return p, err
 	}
-	caps := e.Capabilities()
-	if how.detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY) {
-		spec.Detach = true
-	}
-	p.replay = caps.ReplayOutput || spec.Detach
-	h, err := e.Start(ctx, spec)
-	if err != nil {
-		err = fmt.Errorf("registry: start %s on %q: %w", p.id, opts.Backend, err)
-		p.fail(err)
-		return p, err
-	}
+	spec.Detach = detached
 	var ref *env.Ref
 	if spec.Detach {
 		if rf, err := h.Ref(); err == nil {
@@ -312,7 +303,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	startedAt := time.Now()
 	p.lastOutput.Store(time.Now().UnixNano())
 	p.mu.Lock()
-	p.state, p.startedAt, p.pid, p.handle, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, ref, spec.Detach
+	p.state, p.startedAt, p.pid, p.handle, p.env, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, e, ref, detached
 	p.mu.Unlock()
 	close(p.started)
 	r.stateChanged()
@@ -334,6 +325,32 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	r.ev.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
 		Summary: fmt.Sprintf("%s started: %s", p.label(), clip(opts.Command, 200))})
 	return p, nil
+}
+
+// startOn starts spec on target's environment. A sandbox found gone on
+// the way (removed since its environment was opened) is opened again, once
+// (see envGone): a docker-image:// target gets a fresh sandbox. It sets
+// p.replay, and says whether it started the process detached (when detach
+// is asked for and the environment can re-attach).
+func (r *Registry) startOn(ctx context.Context, p *proc, target string, spec env.Spec, detach bool) (env.Environment, env.Process, bool, error) {
+	for attempt := 0; ; attempt++ {
+		e, err := r.environment(ctx, target)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		caps := e.Capabilities()
+		s := spec
+		s.Detach = detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY)
+		h, err := e.Start(ctx, s)
+		if err == nil {
+			p.replay = caps.ReplayOutput || s.Detach
+			return e, h, s.Detach, nil
+		}
+		if !r.envGone(target, e, err) || attempt > 0 {
+			return nil, nil, false, fmt.Errorf("registry: start %s on %q: %w", p.id, target, err)
+		}
+		r.log.Info("start found the sandbox gone; opening the target again", "id", p.id, "target", target)
+	}
 }
 
 // fail records that the process could not be started.
@@ -390,6 +407,11 @@ func (p *proc) monitor() {
 		if err != nil {
 			lost = err
 		}
+	}
+	if lost != nil {
+		// Before the lost state shows: whoever sees it finds the target
+		// gone (doctor) and opens a fresh one on the next call.
+		p.r.envGone(p.backend, p.env, lost)
 	}
 	p.finish(st, lost)
 	if lost != nil {

@@ -303,7 +303,7 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord) 
 	r.mu.Unlock()
 	p.lastOutput.Store(time.Now().UnixNano())
 	p.mu.Lock()
-	p.state, p.handle, p.pid = StateRunning, h, h.PID()
+	p.state, p.handle, p.env, p.pid = StateRunning, h, e, h.PID()
 	if p.startedAt.IsZero() {
 		p.startedAt = time.Now()
 	}

@@ -29,7 +29,8 @@ type Registry struct {
 	closed bool
 	procs  map[string]*proc
 	envs   map[string]*envSlot
-	admits uint64 // processes ever admitted to procs; see proc.admitted
+	gone   map[string]GoneInfo // targets whose sandbox vanished, until opened again
+	admits uint64              // processes ever admitted to procs; see proc.admitted
 
 	ev      *eventBus
 	changes changeSignal
@@ -79,6 +80,7 @@ func New(cfg Config) (*Registry, error) {
 		stop:   make(chan struct{}),
 		procs:  make(map[string]*proc),
 		envs:   make(map[string]*envSlot),
+		gone:   make(map[string]GoneInfo),
 	}
 	r.ev = newEventBus(r.log, cfg.SubscriptionBuffer)
 	if cfg.StateFile != "" {

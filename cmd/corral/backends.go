@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -68,6 +71,41 @@ type backendOptions struct {
 	// without use; zero keeps it open. Only the daemon, which outlives
 	// its callers, sets it.
 	idleClose time.Duration
+	// owner owns the docker-image:// sandboxes this registry creates
+	// (docker.Options.Owner): daemonOwner or privateOwner, so that no two
+	// registries share a sandbox unless its target says shared=true.
+	owner string
+	// private: the registry lives as long as one command (privateOwner).
+	private bool
+}
+
+// dockerOwner is the owner of target's sandbox. A private registry's
+// persist=true sandbox is the user's (docker.DefaultOwner), since it is
+// kept for the next command to find.
+func (b backendOptions) dockerOwner(target string) string {
+	if b.private {
+		if t, err := docker.ParseTarget(target); err == nil && t.Sandbox.Persist {
+			return ""
+		}
+	}
+	return b.owner
+}
+
+// daemonOwner is the sandbox owner of the daemon whose state lives in
+// stateDir: a daemon restarted on that directory finds its sandboxes
+// again, and one with another HOME has its own.
+func daemonOwner(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	return docker.OwnerFor("daemon " + stateDir)
+}
+
+// privateOwner is the sandbox owner of a registry that lives as long as
+// one command (--no-daemon, an in-process MCP or ACP front end): nobody
+// else may use or remove its sandboxes, and it never re-attaches.
+func privateOwner() string {
+	return docker.OwnerFor(fmt.Sprintf("process %d %s", os.Getpid(), rand.Text()))
 }
 
 // open is the registry's Config.Open: it resolves a target to an
@@ -87,7 +125,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	case "local":
 		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
 	case "docker", "docker-image":
-		e, err = docker.Open(ctx, target, docker.Options{})
+		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target)})
 	case "ssh":
 		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose})
 	default:

@@ -120,8 +120,14 @@ func probeDaemon(ctx context.Context) (probe, []probe) {
 }
 
 // backendProbe describes a backend the daemon holds open. It is ok unless
-// its connection is down.
+// its connection is down, or its sandbox is gone (what the registry
+// says: a removed container, until the next call opens the target again).
 func backendProbe(b registry.BackendInfo, now time.Time) probe {
+	if g := b.Gone; g != nil {
+		return probe{Name: "open " + b.Target, Status: "gone", Detail: fmt.Sprintf(
+			"%s gone since %s (%s); the next run or start on it opens it again; %d processes tracked, %d running",
+			g.Name, ago(now, g.Since), g.Reason, b.Tracked, b.Running)}
+	}
 	p := probe{Name: "open " + b.Target, OK: true}
 	parts := []string{}
 	if b.Name != b.Target {

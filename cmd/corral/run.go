@@ -372,7 +372,7 @@ const noDaemonEnv = "CORRAL_NO_DAEMON"
 func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.Service, func(), error) {
 	if o.noDaemon || os.Getenv(noDaemonEnv) == "1" {
 		reg, err := registry.New(registry.Config{
-			Open:           backendOptions{allowEnv: o.allowEnv}.open,
+			Open:           backendOptions{allowEnv: o.allowEnv, owner: privateOwner(), private: true}.open,
 			DefaultBackend: defaultBackend,
 			DefaultGrace:   o.grace,
 			Logger:         slog.Default(),

@@ -57,7 +57,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{idleClose: idleClose}.open,
+				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir)}.open,
 				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,

@@ -37,7 +37,7 @@ func (s *frontEndService) Close() { s.close() }
 func openFrontEndService(ctx context.Context, what, backend string, inProcess bool, allowEnv []string, stderr io.Writer) (*frontEndService, error) {
 	if inProcess {
 		private, err := registry.New(registry.Config{
-			Open:           backendOptions{allowEnv: allowEnv}.open,
+			Open:           backendOptions{allowEnv: allowEnv, owner: privateOwner(), private: true}.open,
 			DefaultBackend: backend,
 			Logger:         slog.Default(),
 		})

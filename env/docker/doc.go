@@ -49,6 +49,7 @@
 //	user=UID[:GID]        run as this user instead of the image's
 //	memory=2g cpus=2 pids=512  resource limits
 //	persist=true          keep the container when the Environment is closed
+//	shared=true           the user's sandbox, not the supervisor's (below)
 //	name=NAME             container name (default: corral-<hash of owner,
 //	                      image and options>)
 //
@@ -61,10 +62,28 @@
 // env.Environment.Attach. A stopped persist=true sandbox is started again
 // (its processes are gone); any other one is deleted by the engine when it
 // stops, and a new one is created. A container of that name that is not a
-// sandbox of this owner and configuration is an error naming the fix. Two
+// sandbox of this owner and configuration is an error naming the fix.
+//
+// # Owners
+//
+// Every supervisor owns its sandboxes: Options.Owner is in the owner label
+// and in the default name, so supervisors with different owners never
+// find, use or remove each other's sandbox. The corral daemon's owner is
+// derived from its state directory ([OwnerFor]): two daemons with
+// different HOMEs (a CI job, a test harness beside a developer's daemon)
+// each create their own sandbox for the same target, and one's shutdown
+// --kill-all leaves the other's processes running; a registry that lives
+// as long as one command (--no-daemon) has an owner of its own. Two
 // supervisors with the same owner that open the same target share one
-// sandbox, and the first to Close removes it: give each its own name=, or
-// persist=true.
+// sandbox, and the first to Close removes it.
+//
+// Sharing is explicit: with shared=true the owner is [DefaultOwner]
+// (uid@hostname) whatever Options.Owner says, so every supervisor of the
+// user that opens the target with shared=true uses one container, and
+// Close leaves it running, since another may be using it (stopping it
+// deletes it unless persist=true; docker rm -f NAME, or [Reap] with that
+// owner, removes it). A shared sandbox's processes are each supervisor's
+// own, but the container is everyone's: whoever removes it ends them all.
 //
 // [Reap] removes sandboxes left behind by crashed supervisors (an explicit
 // command calls it; nothing reaps implicitly).
@@ -110,8 +129,13 @@
 // Name is "docker://" + the container's name for both kinds of target, so
 // a Ref stays valid however the sandbox is opened again. A container that
 // was removed or stopped makes every call fail with an error matching
-// env.ErrSandboxGone and naming the container; an engine that cannot be
-// reached gives env.ErrUnavailable. A missing image is one error naming
+// env.ErrSandboxGone and naming the container, for good: the Environment
+// is bound to that container's ID, and a supervisor opens the target
+// again to go on (the registry does so on the next call: a docker-image
+// target then gets a fresh sandbox, a docker://NAME target the container
+// that now has the name). Open of docker://NAME with no container of that
+// name fails with one sentence saying so (env.ErrSandboxGone). An engine
+// that cannot be reached gives env.ErrUnavailable. A missing image is one error naming
 // the fix (build it with scripts/build-test-image.sh, or docker
 // pull/import it).
 //

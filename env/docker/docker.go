@@ -23,8 +23,11 @@ type Options struct {
 	// context, else the library default.
 	Host string
 	// Owner is the dev.corral.owner label of sandboxes: who may find and
-	// re-use them. Empty means DefaultOwner() (uid@hostname); a supervisor
-	// may pass its own ID.
+	// re-use them, and part of a sandbox's default name, so that
+	// supervisors with different owners never share a sandbox (nor remove
+	// each other's) unless the target says shared=true. Empty means
+	// DefaultOwner() (uid@hostname); the corral daemon passes one of its
+	// own, derived from its state directory (see OwnerFor).
 	Owner string
 	// BaseDir is the directory inside the container that holds the
 	// wrapped processes' state. Empty means /tmp/.corral in a sandbox (the
@@ -64,7 +67,7 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 		log = slog.Default()
 	}
 	owner := opts.Owner
-	if owner == "" {
+	if owner == "" || t.Sandbox.Shared {
 		owner = DefaultOwner()
 	}
 	cli, err := connect(ctx, opts.Host)
@@ -89,7 +92,7 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 func openContainer(ctx context.Context, cli *client.Client, t Target, opts Options, log *slog.Logger) (env.Environment, error) {
 	res, err := cli.ContainerInspect(ctx, t.Container, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("docker: container %s not found (docker ps -a lists containers): %w", t.Container, env.ErrSandboxGone)
+		return nil, fmt.Errorf("docker: no container is named %s; start one under that name or pick another (docker ps -a lists them): %w", t.Container, env.ErrSandboxGone)
 	}
 	if err != nil {
 		return nil, sandboxError("inspect", t.Container, err)
@@ -122,9 +125,12 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 	if baseDir == "" {
 		baseDir = sandboxStateDir
 	}
+	// Kept: a persistent sandbox, and a shared one, which another
+	// supervisor may be using.
+	keep := t.Sandbox.Persist || t.Sandbox.Shared
 	onClose := func() error {
 		defer cli.Close()
-		if t.Sandbox.Persist {
+		if keep {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
@@ -132,7 +138,7 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 		return sb.remove(ctx)
 	}
 	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts.Residents, log, onClose)
-	if err != nil && !t.Sandbox.Persist {
+	if err != nil && !keep {
 		rctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		err = errors.Join(err, sb.remove(rctx))

@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,13 +45,24 @@ const keepAlive = `trap "exit 0" TERM; while :; do sleep 3600 & wait; done`
 // a sandbox: on the /tmp tmpfs, the one place writable with readonly=true.
 const sandboxStateDir = "/tmp/.corral"
 
-// DefaultOwner identifies this supervisor in the owner label: uid@hostname.
+// DefaultOwner identifies this user on this machine in the owner label:
+// uid@hostname. It owns the sandboxes of supervisors that name no owner of
+// their own, and the shared=true ones.
 func DefaultOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%d@%s", os.Getuid(), host)
+}
+
+// OwnerFor is the owner of the supervisor identified by id (a daemon's
+// state directory, say): DefaultOwner()/ and 12 hex digits of id's SHA-256,
+// so that two supervisors of one user (a developer's daemon and a test
+// harness's, two CI jobs) each get sandboxes of their own.
+func OwnerFor(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return DefaultOwner() + "/" + hex.EncodeToString(sum[:6])
 }
 
 // sandbox is a container created (or found again) for a docker-image

@@ -64,6 +64,12 @@ type SandboxOptions struct {
 	Pids int64
 	// Persist keeps the container when the Environment is closed.
 	Persist bool
+	// Shared makes the sandbox this user's rather than the supervisor's:
+	// its owner is DefaultOwner() (uid@hostname) whatever Options.Owner
+	// says, so every supervisor of the user that opens the target with
+	// shared=true uses the one container, and Close leaves it running
+	// (another may still use it); stopping it deletes it unless Persist.
+	Shared bool
 	// Name is the container's name; empty means a name derived from the
 	// owner and the target, so the same supervisor finds its sandbox again.
 	Name string
@@ -117,7 +123,7 @@ func validContainerName(name string) error {
 
 // knownOptions lists the query options of docker-image:// targets, in the
 // order String writes them.
-var knownOptions = []string{"network", "readonly", "workspace", "user", "memory", "cpus", "pids", "persist", "name"}
+var knownOptions = []string{"network", "readonly", "workspace", "user", "memory", "cpus", "pids", "persist", "shared", "name"}
 
 func parseSandboxOptions(query string) (SandboxOptions, error) {
 	var o SandboxOptions
@@ -146,6 +152,8 @@ func parseSandboxOptions(query string) (SandboxOptions, error) {
 			o.ReadOnly, err = parseBool(key, v)
 		case "persist":
 			o.Persist, err = parseBool(key, v)
+		case "shared":
+			o.Shared, err = parseBool(key, v)
 		case "workspace":
 			if !path.IsAbs(v) || path.Clean(v) != v || strings.ContainsAny(v, "\x00,") {
 				return o, fmt.Errorf("option workspace=%q: must be a clean absolute host path without commas", v)
@@ -211,7 +219,7 @@ func (t Target) String() string {
 }
 
 // query encodes the options in knownOptions order. withIdentity includes
-// name and persist, which do not change what the sandbox is.
+// name, persist and shared, which do not change what the sandbox is.
 func (o SandboxOptions) query(withIdentity bool) string {
 	var parts []string
 	add := func(k, v string) { parts = append(parts, k+"="+url.QueryEscape(v)) }
@@ -239,6 +247,9 @@ func (o SandboxOptions) query(withIdentity bool) string {
 	if withIdentity && o.Persist {
 		add("persist", "true")
 	}
+	if withIdentity && o.Shared {
+		add("shared", "true")
+	}
 	if withIdentity && o.Name != "" {
 		add("name", o.Name)
 	}
@@ -255,7 +266,8 @@ func (t Target) configHash() string {
 
 // containerName is the sandbox container's name: the name= option, or one
 // derived from the owner and the target so that a restarted supervisor with
-// the same owner finds the sandbox it created.
+// the same owner finds the sandbox it created, and a supervisor with
+// another owner (another daemon) gets a sandbox of its own.
 func (t Target) containerName(owner string) string {
 	if t.Sandbox.Name != "" {
 		return t.Sandbox.Name

@@ -40,7 +40,18 @@ func TestShimServerShared(t *testing.T) {
 	a := startDetachedT(t, e1, env.Spec{Command: "exec sleep " + m})
 	b := startDetachedT(t, e2, env.Spec{Command: "exec sleep " + m})
 	assert.Equal(t, a.st.ShimPID, b.st.ShimPID, "two Envs of one state directory use one server")
+	ref, err := a.Ref()
+	require.NoError(t, err)
 	require.NoError(t, e1.Close())
+	// a's handle went with e1 (its cleanup's kill cannot reach it any
+	// more), and a runs on, as a detached process does: end it from e2.
+	t.Cleanup(func() {
+		if p, err := e2.Attach(testCtx(t), ref); err == nil {
+			_ = p.Signal(context.Background(), env.SIGKILL)
+			_, _ = p.Wait(testCtx(t))
+			_ = p.Release()
+		}
+	})
 	c := startDetachedT(t, e2, env.Spec{Command: "echo third"})
 	assert.Equal(t, a.st.ShimPID, c.st.ShimPID, "the server outlives the Env that started it")
 	assert.Equal(t, env.Exited(0), wait(t, c))

@@ -110,10 +110,25 @@
 // starts with an engine's second start (a one-shot engine, such as one
 // `corral run`, would pay for a spare it never uses). Without resident
 // shells there are no spares: a call must not leave a process behind that
-// could outlive Close. An armed spare that is never used is ended by the
-// engine's Close, or, when the engine vanished without Close, by the sweep
-// of a later start once older than Options.Retention; until then it is
-// three processes asleep on FIFOs per spare.
+// could outlive Close. An armed spare is three processes asleep on FIFOs
+// until a start uses it, and it never outlives what armed it:
+//
+//   - the engine's Close removes its spares, and those of starts that
+//     failed without saying whether they used theirs (the next start that
+//     arms removes those too); a start the launcher refused before it
+//     touched its spare (no such directory, no setsid) gives the spare to
+//     the next start;
+//   - a spare is tied to the resident shell that armed it (the file armer
+//     holds that shell's PID and start time). A resident shell that reads
+//     end of file (its engine closed it, or the session, exec or
+//     connection carrying it went away: an ssh outage, a supervisor
+//     killed) or is hung up removes the spares it armed before it exits
+//     (see resident.go);
+//   - a shell killed outright removes nothing: the first start of every
+//     engine, then one an hour, sweeps the spares whose armer is gone,
+//     whoever armed them, and leaves those of live shells (another
+//     engine's, on the same sandbox) alone. Spares without armer (armed by
+//     an older engine) are swept once older than Options.Retention.
 //
 // # Signals and survivors
 //
@@ -227,7 +242,9 @@
 // the wrapper still runs. Start also sweeps, at most once an hour per Env,
 // the directories whose exit file is older than Options.Retention (default
 // 24h); directories of lost processes (no exit file) are left for a person
-// to inspect.
+// to inspect. Whoever records an exit (or finds a process lost) also ends
+// its stdin holder, as the wrapper does, so a wrapper killed on the way
+// leaves no holder asleep.
 //
 // # Quoting
 //

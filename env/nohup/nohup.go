@@ -32,7 +32,11 @@ type Env struct {
 	attached  map[*process]bool // live handles of processes started without Detach
 	lastSweep time.Time
 	spares    []string // IDs of armed spares for the next starts, oldest first
-	starts    int      // Start calls so far
+	// loose are spares taken by a start that failed without saying
+	// whether it used them: the next start that can arm, and Close,
+	// remove them (corral_dropspare leaves a used one alone).
+	loose  []string
+	starts int // Start calls so far
 
 	noSetsidFork atomic.Bool // the sandbox's setsid refused -f once: use `setsid setsid`
 	pty          ptyState    // what gives a command a terminal here (see pty.go)
@@ -136,18 +140,19 @@ func (e *Env) checkOpen() error {
 // call runs one call of a lib function (see call in scripts.go) and returns
 // its stdout, as exec does.
 func (e *Env) call(ctx context.Context, what, line string, retry bool) ([]byte, error) {
-	return e.callThen(ctx, what, line, "", retry)
+	return e.callThen(ctx, what, line, "", nil, retry)
 }
 
 // callThen is call with after: more lib calls that a resident shell runs
 // once call's results have been returned, in another subshell with stdin,
 // stdout and stderr on /dev/null, while nobody waits: work that readies
 // the sandbox for the next call (arming spares). Best effort: without a
-// resident, after is skipped.
-func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool) ([]byte, error) {
+// resident, after is skipped; sent (when not nil) is set when a resident
+// shell took it.
+func (e *Env) callThen(ctx context.Context, what, line, after string, sent *bool, retry bool) ([]byte, error) {
 	if e.residents != nil {
 		return e.run(ctx, what, retry, func(out, errb *bytes.Buffer) (int, error) {
-			return e.residentCall(ctx, line, after, out, errb)
+			return e.residentCall(ctx, line, after, sent, out, errb)
 		})
 	}
 	return e.exec(ctx, what, lib+line, nil, retry)
@@ -157,13 +162,16 @@ func (e *Env) callThen(ctx context.Context, what, line, after string, retry bool
 // (without after) when none is free or none can be started. A resident that
 // breaks mid-call leaves the result unknown: that is ErrUnavailable, which
 // callers that may repeat the call retry, on another resident.
-func (e *Env) residentCall(ctx context.Context, line, after string, out, errb *bytes.Buffer) (int, error) {
+func (e *Env) residentCall(ctx context.Context, line, after string, sent *bool, out, errb *bytes.Buffer) (int, error) {
 	if ct, ok := e.t.(CallTracker); ok {
 		defer ct.TrackCall()()
 	}
 	code, err := e.residents.Call(ctx, lib, line, after, out, errb)
 	switch {
 	case err == nil:
+		if sent != nil && after != "" {
+			*sent = true
+		}
 		if code != 0 && ForkFailed(errb.Bytes()) {
 			// The subshell that was to run the call could not be forked:
 			// nothing ran.
@@ -294,11 +302,16 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		// cd must never read a relative Dir as an option or as "-".
 		dir = "./" + dir
 	}
+	// The engine's first start, then one an hour, sweeps: the spares whose
+	// resident shell is gone, and what is older than Retention.
 	sweep := "0"
 	e.mu.Lock()
-	if e.opts.Retention > 0 && time.Since(e.lastSweep) > time.Hour {
+	if time.Since(e.lastSweep) > time.Hour {
 		e.lastSweep = time.Now()
-		sweep = strconv.Itoa(max(1, int(e.opts.Retention/time.Minute)))
+		sweep = "-1"
+		if e.opts.Retention > 0 {
+			sweep = strconv.Itoa(max(1, int(e.opts.Retention/time.Minute)))
+		}
 	}
 	e.mu.Unlock()
 	si := "0"
@@ -315,14 +328,24 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	// The next starts' directories are armed (their processes waiting)
 	// after this one's reply, by a transport that can run work then.
 	canArm := e.residents != nil && !e.residents.Disabled()
-	id, armed, toArm := e.takeSpare(canArm)
+	id, armed, toArm, loose := e.takeSpare(canArm)
 	kind := ""
 	if armed {
 		kind = "armed"
 	}
 	var after strings.Builder
+	if len(toArm) > 0 {
+		dirs := make([]string, len(toArm))
+		for i, a := range toArm {
+			dirs[i] = base + "/" + a
+		}
+		after.WriteString(sparesLine(dirs))
+	}
 	for _, a := range toArm {
 		after.WriteString(call("corral_arm", base+"/"+a, e.opts.Shell, sf))
+	}
+	for _, a := range loose {
+		after.WriteString(call("corral_dropspare", base+"/"+a))
 	}
 	command, environ := spec.Command, spec.Env
 	if spec.PTY != nil {
@@ -330,7 +353,12 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, environ), sweep,
 		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
-	out, err := e.callThen(ctx, "start", line, after.String(), false)
+	var afterSent bool
+	out, err := e.callThen(ctx, "start", line, after.String(), &afterSent, false)
+	if !afterSent {
+		e.loosen("", false, loose)
+		loose = nil
+	}
 	first, rest, whole := bytes.Cut(out, []byte("\n"))
 	if err != nil {
 		// The launcher prints its ok line as soon as the command runs. A
@@ -338,6 +366,9 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		// limit, the connection cut) must not leave a running command
 		// that nobody tracks: only its report is lost, and polls redo it.
 		if !whole || !bytes.HasPrefix(first, []byte("ok ")) {
+			// Whether the launcher got to the spare is unknown: it is
+			// removed later.
+			e.loosen(id, armed, nil)
 			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
 		}
 		e.opts.Logger.Warn("nohup: start: the command runs, but its launcher failed after reporting it",
@@ -345,6 +376,12 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		rest = nil
 	}
 	line = strings.TrimSpace(string(first))
+	switch line {
+	case "nodir", "nosetsid", "noshell":
+		// Refused before the launcher touched the spare: the next
+		// start takes it.
+		e.unspare(id, armed)
+	}
 	switch {
 	case line == "nodir":
 		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
@@ -360,6 +397,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		f = f[:5]
 	}
 	if len(f) != 5 || f[0] != "ok" {
+		e.loosen(id, armed, nil)
 		return nil, fmt.Errorf("nohup %s: start %q: wrapper failed: %q", e.opts.Name, spec.Command, line)
 	}
 	ref := refData{Version: 1, Dir: base + "/" + id, Tag: tag, Stdin: spec.Stdin, PTY: spec.PTY != nil}
@@ -407,7 +445,10 @@ const armedSpares = 2
 // Other transports get no spares: making the directory ahead would need a
 // process that outlives its call (and could outlive Close), to save one
 // mkdir on a start that costs a whole exec anyway.
-func (e *Env) takeSpare(canArm bool) (id string, armed bool, toArm []string) {
+//
+// A start that can arm also takes the loose spares, to remove them after
+// its reply.
+func (e *Env) takeSpare(canArm bool) (id string, armed bool, toArm, loose []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.spares) > 0 {
@@ -422,8 +463,41 @@ func (e *Env) takeSpare(canArm bool) (id string, armed bool, toArm []string) {
 		}
 		e.spares = append(e.spares, toArm...)
 	}
+	if canArm {
+		loose, e.loose = e.loose, nil
+	}
 	e.starts++
-	return id, armed, toArm
+	return id, armed, toArm, loose
+}
+
+// unspare gives back the spare id of a start that the launcher refused
+// before it touched the spare: the next start takes it.
+func (e *Env) unspare(id string, armed bool) {
+	if !armed {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		e.spares = append([]string{id}, e.spares...)
+	}
+}
+
+// loosen records the spare id of a failed start (when armed), and the
+// loose spares the start was to remove, as loose: unused as far as anyone
+// knows, and armed or being armed in the sandbox. A spare that was lost
+// track of so outlived its engine, and every kill: the shell that armed
+// it ends it only when the engine or its connection goes away.
+func (e *Env) loosen(id string, armed bool, loose []string) {
+	if armed {
+		loose = append(loose, id)
+	}
+	if len(loose) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loose = append(e.loose, loose...)
 }
 
 // refData is Ref.Data: everything needed to find the process again.
@@ -516,8 +590,8 @@ func (e *Env) Close() error {
 		procs = append(procs, p)
 	}
 	e.attached = nil
-	spares, base := e.spares, e.baseDir
-	e.spares = nil
+	spares, base := append(e.spares, e.loose...), e.baseDir
+	e.spares, e.loose = nil, nil
 	e.mu.Unlock()
 
 	var errs []error

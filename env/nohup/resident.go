@@ -32,17 +32,41 @@ import (
 // writes nothing else. The shell reads requests with the read builtin, a
 // byte per system call, so calls are kept short: everything constant is in
 // lib, which travels once, as part of the script.
+//
+// Spares die with the shell that armed them. An after section that arms
+// spares starts with the line "#spares DIR..." (a comment to eval), from
+// which the shell keeps the last few directories it armed; when it reads
+// end of file (its engine closed it, the session, exec or connection
+// carrying it went away) or is hung up or terminated, it removes them
+// (corral_endspare) and exits. A spare whose shell was killed outright is
+// removed by the next engine's sweep (corral_sweepspares), which finds its
+// armer gone.
 
 // residentLoop serves requests; see the protocol above. Its variables are
-// prefixed so that they cannot clash with the library's.
-const residentLoop = `corral_section() {
+// prefixed so that they cannot clash with the library's. The traps are
+// caught, not ignored, so the subshells that run calls, and the commands
+// they start, get the default dispositions back.
+const residentLoop = `corral_sp=
+corral_section() {
 	corral_s=
 	while :; do
-		IFS= read -r corral_l || exit 0
+		IFS= read -r corral_l || corral_bye
 		[ "$corral_l" = "$corral_n" ] && return 0
 		corral_s=$corral_s$corral_l'
 '
 	done
+}
+corral_keep() {
+	corral_sp= corral_k=0
+	for corral_x in "$@"; do
+		[ "$corral_k" -lt 8 ] || break
+		corral_sp="$corral_sp $corral_x" corral_k=$((corral_k+1))
+	done
+}
+corral_bye() {
+	trap '' HUP PIPE TERM
+	for corral_x in $corral_sp; do ( corral_endspare "$corral_x" ) </dev/null >/dev/null 2>&1; done
+	exit 0
 }
 corral_serve() {
 	while IFS= read -r corral_n; do
@@ -53,11 +77,24 @@ corral_serve() {
 		( eval "$corral_b" ) </dev/null
 		printf '\n%s %s\n' "$corral_n" "$?"
 		printf '\n%s\n' "$corral_n" >&2
+		case $corral_a in
+		'#spares '*) corral_l=${corral_a%%'
+'*}; corral_keep ${corral_l#'#spares '} $corral_sp ;;
+		esac
 		if [ -n "$corral_a" ]; then ( eval "$corral_a" ) </dev/null >/dev/null 2>&1; fi
 	done
+	corral_bye
 }
+trap corral_bye HUP PIPE TERM
 corral_serve
 `
+
+// sparesLine is the first line of an after section that arms the spares
+// in dirs (see the protocol above): the shell that runs it ends them when
+// it ends. dirs are BaseDir/ID paths, which need no quoting.
+func sparesLine(dirs []string) string {
+	return "#spares " + strings.Join(dirs, " ") + "\n"
+}
 
 // residentScript returns the script a transport starts (as /bin/sh -c
 // SCRIPT, with stdin, stdout and stderr connected to a resident) to make a

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,11 +264,15 @@ func TestArmedSpares(t *testing.T) {
 					require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 				}
 			case 4:
-				// Kill every waiting spare's processes.
-				waitArmed()
-				out, _ := exec.Command("pkill", "-e", "-KILL", "-f", "corral-(parent|command) "+base).CombinedOutput()
-				if len(bytes.TrimSpace(out)) == 0 {
-					t.Fatal("no armed spare's processes found to kill")
+				// Kill every waiting spare's processes, and only theirs:
+				// a kill of the whole base also hit the wrapper of the
+				// process that just ended before it ended its stdin
+				// holder, which then slept on for good.
+				for _, d := range waitArmed() {
+					out, _ := exec.Command("pkill", "-e", "-KILL", "-f", "corral-(parent|command) "+d).CombinedOutput()
+					if len(bytes.TrimSpace(out)) == 0 {
+						t.Fatalf("no processes of the armed spare %s found to kill", d)
+					}
 				}
 			}
 		}
@@ -296,4 +302,252 @@ func startResidentShell(shell string, environ []string, lib string) (*nohup.Resi
 		return nil, err
 	}
 	return nohup.NewResident(lib, sh.Stdin, sh.Stdout, sh.Stderr, sh.Stop), nil
+}
+
+// eofLocal is nohuptest.Local whose resident shells a test can cut off the
+// way a connection that goes away cuts off its sessions: their stdin
+// closes and nothing else happens to them (no signal, no kill).
+type eofLocal struct {
+	nohuptest.Local
+	mu     sync.Mutex
+	shells []*exec.Cmd
+	stdins []io.Closer
+}
+
+func (l *eofLocal) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
+	cmd := exec.Command(l.Shell, "-c", script)
+	cmd.Env = l.Env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.shells = append(l.shells, cmd)
+	l.stdins = append(l.stdins, stdin)
+	l.mu.Unlock()
+	return &nohup.Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: sync.OnceValue(func() error {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil
+	})}, nil
+}
+
+// cut closes every shell's stdin and waits until each has exited by
+// itself.
+func (l *eofLocal) cut(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	shells, stdins := l.shells, l.stdins
+	l.shells, l.stdins = nil, nil
+	l.mu.Unlock()
+	for _, in := range stdins {
+		_ = in.Close()
+	}
+	for _, cmd := range shells {
+		done := make(chan struct{})
+		go func() {
+			for {
+				if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+					break
+				}
+				var ws syscall.WaitStatus
+				if pid, _ := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == cmd.Process.Pid {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(testTimeout):
+			t.Fatalf("resident shell %d did not exit on end of file", cmd.Process.Pid)
+		}
+	}
+}
+
+// armedSpares waits until base holds want armed spares nobody uses yet,
+// and returns their directories.
+func armedSpares(t *testing.T, base string, want int) []string {
+	t.Helper()
+	var ready []string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ready = nil
+		dirs, _ := filepath.Glob(base + "/*")
+		for _, d := range dirs {
+			if _, err := os.Stat(d + "/spec"); err == nil {
+				continue
+			}
+			if b, err := os.ReadFile(d + "/armed"); err == nil && len(b) > 0 {
+				ready = append(ready, d)
+			}
+		}
+		assert.Len(c, ready, want, "armed spares ready")
+	}, testTimeout, 5*time.Millisecond, "waiting for the spares to be armed")
+	return ready
+}
+
+// machinery returns the PIDs of the wrapper processes (parents, wrappers,
+// commands) whose directory is under prefix.
+func machinery(prefix string) string {
+	out, _ := exec.Command("pgrep", "-f", "corral-(parent|command) "+prefix).Output()
+	return strings.TrimSpace(string(out))
+}
+
+func noMachinery(t *testing.T, prefix, why string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, machinery(prefix), "PIDs of wrapper processes under "+prefix)
+	}, testTimeout, 10*time.Millisecond, why)
+}
+
+// TestArmedSparesEndWithTheirShell cuts the engine's resident shells off
+// (end of file on their stdin, as when the ssh connection or the docker
+// exec carrying them goes away) while two armed spares wait: the shells
+// remove the spares they armed before they exit, and the engine, which
+// lives on, starts again on new shells. Such spares used to wait, asleep
+// on their FIFOs, until their engine's Close, which may never come.
+func TestArmedSparesEndWithTheirShell(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		tr := &eofLocal{Local: nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}}
+		base := t.TempDir() + "/state"
+		e, err := nohup.New(tr, nohup.Options{Name: "eof-" + sh.Name, BaseDir: base, Shell: sh.Path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Close() })
+		ctx := testCtx(t)
+		for i := range 3 {
+			p := start(t, e, env.Spec{Command: "exit " + strconv.Itoa(i)})
+			if st, err := p.Wait(ctx); err != nil || st != env.Exited(i) {
+				t.Fatalf("start %d: Wait = %v, %v", i, st, err)
+			}
+		}
+		spares := armedSpares(t, base, 2)
+		tr.cut(t)
+		for _, d := range spares {
+			noMachinery(t, d, "waiting for the cut-off shells to end the spares they armed")
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("spare %s still there after its shell ended: %v", d, err)
+			}
+		}
+		p := start(t, e, env.Spec{Command: "echo again"})
+		if st, err := p.Wait(ctx); err != nil || st != env.Exited(0) {
+			t.Fatalf("start after the cut: Wait = %v, %v", st, err)
+		}
+		if got := string(readAll(t, p, 0)); got != "again\n" {
+			t.Fatalf("start after the cut: output %q", got)
+		}
+		require.NoError(t, e.Close())
+		noMachinery(t, base, "waiting for Close to end the spares armed after the cut")
+	})
+}
+
+// TestSweepEndsOrphanedSpares kills the resident shells that armed two
+// spares outright (no end of file, no trap: nothing of theirs runs): the
+// first start of a new engine on the same sandbox finds the spares' armer
+// gone and removes them, while the old engine is still open and leaves a
+// live engine's spares alone.
+func TestSweepEndsOrphanedSpares(t *testing.T) {
+	sh := nohuptest.Shells(t)[0]
+	base := t.TempDir() + "/state"
+	old, err := nohup.New(&nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true},
+		nohup.Options{Name: "old", BaseDir: base, Shell: sh.Path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = old.Close() })
+	ctx := testCtx(t)
+	for range 3 {
+		p := start(t, old, env.Spec{Command: "true"})
+		_, err := p.Wait(ctx)
+		require.NoError(t, err)
+	}
+	spares := armedSpares(t, base, 2)
+	// A live engine's spares on the same sandbox.
+	other, err := nohup.New(&nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true},
+		nohup.Options{Name: "other", BaseDir: base, Shell: sh.Path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	for range 2 {
+		p := start(t, other, env.Spec{Command: "true"})
+		_, err := p.Wait(ctx)
+		require.NoError(t, err)
+	}
+	live := slices.DeleteFunc(armedSpares(t, base, 4), func(d string) bool { return slices.Contains(spares, d) })
+	for _, d := range spares {
+		b, err := os.ReadFile(d + "/armer")
+		require.NoError(t, err, "a spare records the shell that armed it")
+		var pid, since int
+		if _, err := fmt.Sscan(string(b), &pid, &since); err != nil || pid <= 0 {
+			t.Fatalf("spare %s: armer %q: %v", d, b, err)
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, d := range spares {
+		require.NotEmpty(t, machinery(d), "a spare outlives the shell that armed it when that shell is killed")
+	}
+
+	fresh, err := nohup.New(&nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true},
+		nohup.Options{Name: "fresh", BaseDir: base, Shell: sh.Path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fresh.Close() })
+	p := start(t, fresh, env.Spec{Command: "true"})
+	_, err = p.Wait(ctx)
+	require.NoError(t, err)
+	for _, d := range spares {
+		noMachinery(t, d, "waiting for the new engine's sweep to end the orphaned spares")
+	}
+	for _, d := range live {
+		require.NotEmpty(t, machinery(d), "the sweep ended a spare of a live engine")
+	}
+	require.NoError(t, other.Close())
+	require.NoError(t, fresh.Close())
+	require.NoError(t, old.Close())
+	noMachinery(t, base, "waiting for the engines' Close")
+}
+
+// TestRefusedStartKeepsItsSpare starts in a directory that does not exist
+// while spares are armed: the launcher refuses before it touches the spare
+// it was given, the next start runs in that spare, and Close leaves no
+// machinery behind. The refused start's spare used to be forgotten, and
+// its three processes outlived Close.
+func TestRefusedStartKeepsItsSpare(t *testing.T) {
+	forShells(t, func(t *testing.T, sh nohuptest.Shell) {
+		tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
+		base := t.TempDir() + "/state"
+		e, err := nohup.New(tr, nohup.Options{Name: "refused-" + sh.Name, BaseDir: base, Shell: sh.Path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Close() })
+		ctx := testCtx(t)
+		for range 2 {
+			p := start(t, e, env.Spec{Command: "true"})
+			_, err := p.Wait(ctx)
+			require.NoError(t, err)
+		}
+		spares := armedSpares(t, base, 2)
+		for range 3 {
+			_, err := e.Start(ctx, env.Spec{Command: "true", Dir: base + "/no-such-dir"})
+			require.ErrorIs(t, err, env.ErrDirNotFound)
+		}
+		p := start(t, e, env.Spec{Command: "true"})
+		_, err = p.Wait(ctx)
+		require.NoError(t, err)
+		ref, _ := p.Ref()
+		var rd struct {
+			Dir string `json:"dir"`
+		}
+		require.NoError(t, json.Unmarshal(ref.Data, &rd))
+		require.Contains(t, spares, rd.Dir, "the start after the refused ones runs in the first armed spare")
+		require.NoError(t, e.Close())
+		noMachinery(t, base, "waiting for Close to end every armed spare")
+	})
 }

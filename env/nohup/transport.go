@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Transport runs short POSIX sh scripts inside one sandbox. It is all a
@@ -120,9 +121,15 @@ func ForkFailed(stderr []byte) bool {
 // StartShell starts cmd, a local program that runs the script OpenShell was
 // given (sh -c SCRIPT, or a command that enters the sandbox and runs it
 // there, such as nsenter or a container runtime's exec), with its stdin,
-// stdout and stderr on pipes, and returns it as a Shell whose Stop closes
-// stdin, kills the program and reaps it. cmd must not be tied to the
-// context OpenShell was given: the shell outlives it.
+// stdout and stderr on pipes, and returns it as a Shell. The program gets
+// a process group of its own. Stop closes stdin and the output pipes at
+// once, so that blocked reads return and the shell reads end of file, as a
+// closed ssh session or docker exec would make it, and hangs the group up
+// (SIGHUP), which also ends a call in flight; the shell, a resident, then
+// removes the spares it armed and exits (see residentLoop). What is left of
+// the group after shellExitGrace is killed; the program is reaped in the
+// background. cmd must not be tied to the context OpenShell was given: the
+// shell outlives it.
 func StartShell(cmd *exec.Cmd) (*Shell, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -136,13 +143,40 @@ func StartShell(cmd *exec.Cmd) (*Shell, error) {
 	if err != nil {
 		return nil, err
 	}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start shell %s: %w", cmd.Path, err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		// Wait closes the pipes too; Stop may have closed them first.
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	return &Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: sync.OnceValue(func() error {
 		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = stdout.Close()
+		_ = stderr.Close()
+		select {
+		case <-exited:
+			return nil
+		default:
+		}
+		hangUp(cmd)
+		go func() {
+			t := time.NewTimer(shellExitGrace)
+			defer t.Stop()
+			select {
+			case <-exited:
+			case <-t.C:
+				killShell(cmd)
+				<-exited
+			}
+		}()
 		return nil
 	})}, nil
 }
+
+// shellExitGrace is how long a shell StartShell started has, once stopped,
+// to end by itself before it is killed.
+const shellExitGrace = 5 * time.Second

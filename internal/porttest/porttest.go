@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,7 +50,15 @@ func RoundTrip(ctx context.Context, t *testing.T, e env.Environment, busybox str
 	port := FreePort(t)
 	p, err := e.Start(ctx, env.Spec{Command: "sleep 0.1; exec " + busybox + " nc -l -p " + strconv.Itoa(port)})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx); _ = p.Release() })
+	t.Cleanup(func() {
+		// Not ctx: a caller's deferred cancel has ended it by now, and a
+		// kill that cannot be sent left nc listening after the test.
+		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.Signal(kctx, env.SIGKILL)
+		_, _ = p.Wait(kctx)
+		_ = p.Release()
+	})
 	ls, err := p.(env.PortWaiter).WaitListening(ctx, []int{port})
 	require.NoError(t, err)
 	require.Len(t, ls, 1)

@@ -109,6 +109,9 @@ corral_launch() {
 		mkdir -m 700 "$d" 2>/dev/null
 		[ -d "$d" ] || { echo nostate; exit 0; }
 	fi
+	# SWEEP: minutes of retention for exit files and unused spares, or -1
+	# to sweep only the spares whose resident shell is gone.
+	if [ "$sweep" != 0 ]; then corral_sweepspares "$base" "$d"; fi
 	if [ "$sweep" -gt 0 ]; then
 		find "$base" -mindepth 2 -maxdepth 2 -name exit -mmin +"$sweep" 2>/dev/null | while IFS= read -r f; do
 			x=${f%/exit}

@@ -17,9 +17,14 @@
 # A resident shell runs it after the start's reply has gone out (see
 # Resident in resident.go), so nobody waits for it. The word exit on go,
 # instead of go, ends an armed spare's processes (see corral_rmspare). An
-# armed spare lives until it is used, its engine's Close removes it, or a
-# sweep finds it older than the retention; the processes of a spare whose
-# engine vanished without Close wait (asleep, on a FIFO) until then.
+# armed spare lives until it is used, its engine's Close removes it, or its
+# resident shell ends: the spare is tied to the shell that armed it, whose
+# PID and start time it keeps in armer. A resident shell that reads end of
+# file (its engine closed it, or the connection or exec carrying it went
+# away) or is hung up removes the spares it armed before it exits (see
+# residentLoop in resident.go), and the sweep of an engine's first start
+# removes every spare whose armer is gone (corral_sweepspares), which
+# catches a shell killed outright.
 corral_arm() {
 	set -f
 	unset CDPATH
@@ -29,6 +34,9 @@ corral_arm() {
 	# Whoever makes the directory owns it: a start that made it first
 	# runs in it, and then there is nothing to arm.
 	mkdir -m 700 "$d" 2>/dev/null || return 0
+	# $$ is the resident shell, also in the subshell that runs this.
+	# shellcheck disable=SC2154 # p_start is set by pstat (proc.sh)
+	pstat "$$" && echo "$$ $p_start" >"$d/armer"
 	# shellcheck disable=SC2015,SC2154 # armfail when any step fails, detach too; ss is set by findsetsid, corral_parent by lib
 	mkfifo "$d/run" "$d/in" "$d/go" 2>/dev/null && : >"$d/log" &&
 		detach "$ss" "$sf" "$sh" -c "$corral_parent" corral-parent "$d" "$sh" "$ss" armed 0 </dev/null >/dev/null 2>>"$d/wrapper.err" ||
@@ -44,6 +52,9 @@ corral_arm() {
 # arming to finish and removes the spare. corral_armwait DIR is that wait,
 # which the launcher shares: until DIR holds armed or armfail, or is gone;
 # a brief spin, then 1ms sleeps, for a few seconds at most.
+# corral_endspare DIR is what a resident shell that ends runs for the
+# spares it armed: it armed them itself, so a DIR that is not there was
+# used and removed, or removed by Close, and is not made again.
 corral_rmspare() {
 	[ -f "$1/spec" ] && return 0
 	if [ -p "$1/go" ]; then echo exit 1<>"$1/go"; fi
@@ -55,10 +66,42 @@ corral_dropspare() {
 	corral_armwait "$1"
 	corral_rmspare "$1"
 }
+corral_endspare() {
+	[ -d "$1" ] || return 0
+	corral_armwait "$1"
+	corral_rmspare "$1"
+}
 corral_armwait() {
 	n=0
 	while ! [ -s "$1/armed" ] && ! [ -f "$1/armfail" ] && [ -d "$1" ] && [ $n -lt 2500 ]; do
 		n=$((n+1))
 		if [ $n -gt 500 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 	done
+}
+
+# corral_sweepspares BASE KEEP removes the spares under BASE whose armer
+# (the resident shell that armed them) is gone: their engine, or its
+# connection, went away without removing them. KEEP is the directory the
+# calling start runs in. A spare armed by a live shell, of this engine or
+# of another one on the same sandbox, is left alone; one without armer
+# (armed before armer existed) is left to the retention sweep.
+corral_sweepspares() {
+	set +f
+	for a in "$1"/*/armer; do
+		set -f
+		[ -f "$a" ] || continue
+		x=${a%/armer}
+		[ "$x" = "$2" ] && continue
+		[ -f "$x/spec" ] && continue
+		s_p=
+		s_pst=
+		# An armer being written (no whole line yet) is a live arming.
+		read -r s_p s_pst <"$a" 2>/dev/null || continue
+		[ -n "$s_pst" ] || continue
+		# shellcheck disable=SC2154 # p_start is set by pstat (proc.sh)
+		if pstat "$s_p" && [ "$p_start" = "$s_pst" ]; then continue; fi
+		corral_rmspare "$x"
+	done
+	set -f
+	return 0
 }

@@ -29,12 +29,24 @@
 # because the wrapper writes it just before it ends. A line without its
 # newline is one being written and counts as none (read fails on it).
 #
+# Whoever writes exit (or finds the process lost) also ends the stdin
+# holder, as the wrapper does when it writes exit: a wrapper killed before
+# it got there (a kill of the machinery, a sandbox out of pids) left the
+# holder asleep for good.
+#
 # resume DIR resumes DIR's parent if it is still the stopped one.
 resume() {
 	r_p= r_pst=
 	[ -f "$1/parent" ] && read -r r_p r_pst <"$1/parent"
 	# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
 	[ -n "$r_pst" ] && pstat "$r_p" && [ "$p_start" = "$r_pst" ] && [ "$p_state" = T ] && kill -CONT "$r_p" 2>/dev/null
+}
+# endholder DIR ends DIR's stdin holder if it still runs.
+endholder() {
+	r_h= r_hst=
+	[ -f "$1/holder" ] && read -r r_h r_hst <"$1/holder"
+	[ -n "$r_hst" ] && pstat "$r_h" && [ "$p_start" = "$r_hst" ] && kill "$r_h" 2>/dev/null
+	return 0
 }
 state() {
 	st=
@@ -52,6 +64,7 @@ state() {
 				wstatus "$s_w" "$1"
 				echo "$st" 1<>"$1/exit"
 				kill -CONT "$r_p" 2>/dev/null
+				endholder "$1"
 				return
 			fi ;;
 		esac
@@ -64,6 +77,7 @@ state() {
 	if [ -z "$st" ]; then
 		# Lost: resume the stopped parent so it reaps the command.
 		resume "$1"
+		endholder "$1"
 		st=lost
 	fi
 	return 0

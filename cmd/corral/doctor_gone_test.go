@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/registry"
+)
+
+// A backend whose sandbox the registry reports gone is shown as gone, with
+// when, why and what happens next; an open one is ok.
+func TestBackendProbeGone(t *testing.T) {
+	now := time.Now()
+	g := backendProbe(registry.BackendInfo{
+		Target: "docker-image://img", Name: "docker://corral-1", Tracked: 2,
+		Gone: &registry.GoneInfo{Name: "docker://corral-1", Since: now.Add(-3 * time.Second), Reason: "container removed: env: sandbox is gone"},
+	}, now)
+	if g.OK || g.Status != "gone" {
+		t.Errorf("gone backend: OK %v, status %q; want not ok, gone", g.OK, g.Status)
+	}
+	for _, want := range []string{"docker://corral-1", "3s ago", "container removed", "opens it again", "2 processes tracked"} {
+		if !strings.Contains(g.Detail, want) {
+			t.Errorf("gone backend's detail %q does not say %q", g.Detail, want)
+		}
+	}
+	ok := backendProbe(registry.BackendInfo{Target: "docker-image://img", Name: "docker://corral-2", OpenedAt: now}, now)
+	if !ok.OK || ok.Status != "" {
+		t.Errorf("open backend: OK %v, status %q; want ok", ok.OK, ok.Status)
+	}
+}
