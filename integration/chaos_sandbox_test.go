@@ -223,10 +223,10 @@ func startNamedContainer(t *testing.T, cli *client.Client, name string) chaosCon
 	return c
 }
 
-// chaosStart starts command on target through h's daemon with label and
+// sandboxStart starts command on target through h's daemon with label and
 // returns the process's ID and the container it runs in (its Ref's
 // environment, docker://NAME).
-func chaosStart(t *testing.T, h *daemonHome, target, label, command string) (id, box string) {
+func sandboxStart(t *testing.T, h *daemonHome, target, label, command string) (id, box string) {
 	t.Helper()
 	chaosWithin(t, "start on "+target, 90*time.Second, func() {
 		id = strings.TrimSpace(h.mustRun("start", "--backend", target, "--label", label, "--", command))
@@ -287,7 +287,7 @@ func TestChaosSandboxRemoved(t *testing.T) {
 	h.startServe()
 	since := time.Now()
 	target := "docker-image://" + dockerTestImage + "?network=none"
-	id, box := chaosStart(t, h, target, "chaos=removed", "sleep 600")
+	id, box := sandboxStart(t, h, target, "chaos=removed", "sleep 600")
 	t.Cleanup(func() { removeContainer(cli, box) })
 	old, ok := inspectContainer(t, cli, box)
 	if !ok {
@@ -317,7 +317,7 @@ func TestChaosSandboxRemoved(t *testing.T) {
 		t.Errorf("doctor says %q once the target was opened again, want ok", st)
 	}
 
-	chaosStart(t, h, target, "chaos=removed", "sleep 600")
+	sandboxStart(t, h, target, "chaos=removed", "sleep 600")
 	chaosWithin(t, "shutdown --kill-all", 30*time.Second, func() { h.mustRun("shutdown", "--kill-all") })
 	waitCond(t, "the fresh sandbox to be removed", func() bool {
 		_, ok := inspectContainer(t, cli, box)
@@ -341,7 +341,7 @@ func TestChaosSandboxContainerReplaced(t *testing.T) {
 	h := newDaemonHome(t, buildCorral(t))
 	h.startServe()
 	target := "docker://" + name
-	id, _ := chaosStart(t, h, target, "chaos=replaced", "sleep 600")
+	id, _ := sandboxStart(t, h, target, "chaos=replaced", "sleep 600")
 
 	removeContainer(cli, name)
 	next := startNamedContainer(t, cli, name)
@@ -383,9 +383,9 @@ func TestChaosSandboxTwoDaemons(t *testing.T) {
 	a.startServe()
 	b.startServe()
 	target := "docker-image://" + dockerTestImage + "?network=none"
-	_, boxA := chaosStart(t, a, target, "chaos=a", "sleep 600")
+	_, boxA := sandboxStart(t, a, target, "chaos=a", "sleep 600")
 	t.Cleanup(func() { removeContainer(cli, boxA) })
-	idB, boxB := chaosStart(t, b, target, "chaos=b", "sleep 600")
+	idB, boxB := sandboxStart(t, b, target, "chaos=b", "sleep 600")
 	t.Cleanup(func() { removeContainer(cli, boxB) })
 	if boxA == boxB {
 		t.Fatalf("two daemons share the sandbox %s", boxA)
