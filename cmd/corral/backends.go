@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/env/ssh"
 	"github.com/corralhq/corral/plugins"
+	"github.com/corralhq/corral/registry"
 )
 
 // This file is the one place where backend targets are resolved to
@@ -59,6 +61,18 @@ func checkBackend(target string) error {
 	}
 }
 
+// invalidTarget is a target this build cannot open (checkBackend's
+// verdict): a bad option of the request, of the registry's
+// ErrInvalidOptions class, so that the daemon answers it 400, not as a
+// backend failure. Its message is checkBackend's.
+type invalidTarget struct{ err error }
+
+func (e invalidTarget) Error() string { return e.err.Error() }
+func (e invalidTarget) Unwrap() error { return e.err }
+func (e invalidTarget) Is(target error) bool {
+	return target == registry.ErrInvalidOptions || errors.Is(registry.ErrInvalidOptions, target)
+}
+
 // backendOptions carries the flags that configure backends.
 type backendOptions struct {
 	// allowEnv names secret-looking variables of corral's environment that
@@ -76,7 +90,7 @@ type backendOptions struct {
 // known_hosts and the agent.
 func (b backendOptions) open(ctx context.Context, target string) (env.Environment, error) {
 	if err := checkBackend(target); err != nil {
-		return nil, err
+		return nil, invalidTarget{err}
 	}
 	scheme, _, _ := strings.Cut(target, "://")
 	var (
