@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,10 +50,20 @@ func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, erro
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: start detached: %w", err)
 	}
+	if len(spec.Command) > env.InlineCommandMax {
+		// Too long for argv (see env.InlineCommandMax): the shim's shell
+		// sources it from the process's private directory.
+		path := filepath.Join(dir, fileCommand)
+		if err := os.WriteFile(path, []byte(spec.Command), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local: start detached: write the command to a file: %w", err)
+		}
+		spec.Command = ". " + shellquote.Quote(path)
+	}
 	d, err := e.startOnServer(ctx, id, spec)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("local: start detached %q: %w", spec.Command, err)
+		return nil, fmt.Errorf("local: start detached: %w", err)
 	}
 	return d, nil
 }

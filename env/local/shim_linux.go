@@ -32,6 +32,9 @@ const (
 	fileStdin       = "stdin"
 	fileStdinClosed = "stdin.closed"
 	fileShimLog     = "shim.log"
+	// fileCommand holds a command too long for argv, which the shell
+	// sources (see env.InlineCommandMax).
+	fileCommand = "command"
 )
 
 // readyFD is the descriptor on which a starting shim server reports "ok"
@@ -564,7 +567,7 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	})
 	if err != nil {
 		s.forkMu.RUnlock()
-		return abort(fmt.Errorf("start %q: %w", cfg.Command, err))
+		return abort(fmt.Errorf("start /bin/sh: %w", err))
 	}
 	p.pid = pid
 	var startTime uint64
