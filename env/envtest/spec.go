@@ -233,7 +233,7 @@ func testLongCommand(t *testing.T, s *suite) {
 			}
 		}
 	}
-	if !caps.PTY {
+	if !s.cfg.PTY || !caps.PTY {
 		return
 	}
 	// On a terminal: the output comes through the terminal (CR LF).
