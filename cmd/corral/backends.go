@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -82,6 +83,23 @@ type backendOptions struct {
 	// without use; zero keeps it open. Only the daemon, which outlives
 	// its callers, sets it.
 	idleClose time.Duration
+	// logMax bounds each process's log on disk (env.LogKeep): 0 means
+	// $CORRAL_LOG_MAX, else env.DefaultLogMax; negative, no bound.
+	logMax int64
+}
+
+// logMaxEnv is $CORRAL_LOG_MAX (see env.ParseLogMax), 0 when unset; an
+// error for a value that does not parse.
+func logMaxEnv() (int64, error) {
+	v := os.Getenv("CORRAL_LOG_MAX")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := env.ParseLogMax(v)
+	if err != nil {
+		return 0, fmt.Errorf("CORRAL_LOG_MAX: %w", err)
+	}
+	return n, nil
 }
 
 // open is the registry's Config.Open: it resolves a target to an
@@ -97,13 +115,17 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 		e   env.Environment
 		err error
 	)
+	logMax := b.logMax
+	if logMax == 0 {
+		logMax, _ = logMaxEnv() // a bad value: serve refuses it; elsewhere the default
+	}
 	switch scheme {
 	case "local":
-		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax})
 	case "docker", "docker-image":
-		e, err = docker.Open(ctx, target, docker.Options{})
+		e, err = docker.Open(ctx, target, docker.Options{LogMax: logMax})
 	case "ssh":
-		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose})
+		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose, LogMax: logMax})
 	default:
 		e, err = plugins.Open(ctx, target, plugins.Options{Logger: slog.Default()})
 	}

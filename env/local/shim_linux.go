@@ -35,6 +35,9 @@ const (
 	// fileCommand holds a command too long for argv, which the shell
 	// sources (see env.InlineCommandMax).
 	fileCommand = "command"
+	// fileOmitted records the range of the log dropped to keep it
+	// bounded (see env.LogKeep).
+	fileOmitted = "omitted"
 )
 
 // readyFD is the descriptor on which a starting shim server reports "ok"
