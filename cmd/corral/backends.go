@@ -49,6 +49,12 @@ func checkBackend(target string) error {
 	case hasScheme && plugins.ValidName(scheme):
 		// A backend plugin (`corral backends` lists them).
 		if _, err := plugins.Find(scheme, plugins.Options{}); err != nil {
+			if errors.Is(err, plugins.ErrNoPlugin) {
+				// Short: the directories searched are corral backends' to
+				// show, not every error's.
+				return fmt.Errorf("backend %q: no plugin %s%s is installed (corral backends lists the plugins and where they are looked for); built-in backends: %s",
+					target, plugins.BinaryPrefix, scheme, backendHelp)
+			}
 			return fmt.Errorf("backend %q: %w; built-in backends: %s", target, err, backendHelp)
 		}
 		return nil

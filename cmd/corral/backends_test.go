@@ -131,5 +131,7 @@ func TestUnknownTargetIsABadRequest(t *testing.T) {
 		require.Error(t, err, target)
 		assert.True(t, errors.Is(err, registry.ErrInvalidOptions), "%q: %v", target, err)
 		assert.Equal(t, errclass.Invalid, errclass.Of(err), "%q: %v", target, err)
+		// With the registry's prefix, it stays a short error.
+		assert.LessOrEqual(t, len(`registry: open backend "`+target+`": `+err.Error()), 400, "%q: %v", target, err)
 	}
 }
