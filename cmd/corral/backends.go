@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/env/docker"
 	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/env/ssh"
+	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/plugins"
 	"github.com/corralhq/corral/registry"
 )
@@ -77,7 +78,7 @@ type invalidTarget struct{ err error }
 func (e invalidTarget) Error() string { return e.err.Error() }
 func (e invalidTarget) Unwrap() error { return e.err }
 func (e invalidTarget) Is(target error) bool {
-	return target == registry.ErrInvalidOptions || errors.Is(registry.ErrInvalidOptions, target)
+	return target == registry.ErrInvalidOptions || errclass.Match(target, errclass.Invalid)
 }
 
 // backendOptions carries the flags that configure backends.

@@ -28,7 +28,8 @@ func memCommand(command string) (*os.File, error) {
 		return nil, fmt.Errorf("memory file for a %d-byte command: %w", len(command), err)
 	}
 	f := os.NewFile(uintptr(fd), "corral-command")
-	if _, err := f.WriteString(fmt.Sprintf("exec %d<&-\n", commandFD)); err == nil {
+	_, err = fmt.Fprintf(f, "exec %d<&-\n", commandFD)
+	if err == nil {
 		_, err = f.WriteString(command)
 	}
 	if err != nil {
