@@ -238,12 +238,18 @@ func testLongCommand(t *testing.T, s *suite) {
 	}
 	// On a terminal: the output comes through the terminal (CR LF).
 	command := "wc -c <<'CORRAL_EOF' | tr -d ' '\n" + strings.Repeat(strings.Repeat("x", 99)+"\n", 3000) + "CORRAL_EOF\nexit 7"
-	p := s.start(t, e, env.Spec{Command: command, PTY: &env.WindowSize{Rows: 24, Cols: 80}, Detach: caps.ReattachPTY})
-	out, err := ReadAll(s.ctx(t), p)
-	if err != nil {
-		t.Fatalf("reading the output of a long command on a terminal: %v (got %q)", err, clip(out))
+	detach = []bool{false}
+	if caps.ReattachPTY {
+		detach = append(detach, true)
 	}
-	if st := s.wait(t, p); st.Code != 7 || !strings.Contains(string(out), fmt.Sprint(300000)) {
-		t.Errorf("a %d-byte command on a terminal: %v, output %q; want exit status 7, output 300000", len(command), st, clip(out))
+	for _, d := range detach {
+		p := s.start(t, e, env.Spec{Command: command, PTY: &env.WindowSize{Rows: 24, Cols: 80}, Detach: d})
+		out, err := ReadAll(s.ctx(t), p)
+		if err != nil {
+			t.Fatalf("reading the output of a long command on a terminal (detach %v): %v (got %q)", d, err, clip(out))
+		}
+		if st := s.wait(t, p); st.Code != 7 || !strings.Contains(string(out), fmt.Sprint(300000)) {
+			t.Errorf("a %d-byte command on a terminal (detach %v): %v, output %q; want exit status 7, output 300000", len(command), d, st, clip(out))
+		}
 	}
 }
