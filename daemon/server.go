@@ -194,7 +194,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%w: request body not complete within %s: send the whole body at once", registry.ErrInvalidOptions, s.bodyTimeout)
 	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: request body over %d MiB: send less (a long command or stdin in parts)", registry.ErrInvalidOptions, maxBody>>20)
+		return fmt.Errorf("%w: request body over %d MiB: a command must fit in it; write stdin in parts", registry.ErrInvalidOptions, maxBody>>20)
 	}
 	return fmt.Errorf("%w: request body: %s", registry.ErrInvalidOptions, clip(err.Error(), 200))
 }
