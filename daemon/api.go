@@ -1,13 +1,13 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/duration"
 	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/registry"
 )
@@ -31,8 +31,8 @@ type StartRequest struct {
 	Stdin   bool            `json:"stdin,omitempty"`
 
 	// Name, Replace, Ready, TTL and IdleTimeout are StartOptions'. TTL and
-	// IdleTimeout are Go duration strings ("2h", "10m"). RunRequest's
-	// own IdleTimeout (Run's) takes the place of this one in a run.
+	// IdleTimeout are Durations (3600 or "1h"). RunRequest's own
+	// IdleTimeout (Run's) takes the place of this one in a run.
 	Name        string                 `json:"name,omitempty"`
 	Replace     bool                   `json:"replace,omitempty"`
 	Ready       *registry.ReadyOptions `json:"ready,omitempty"`
@@ -40,33 +40,13 @@ type StartRequest struct {
 	IdleTimeout Duration               `json:"idle_timeout,omitempty"`
 }
 
-// Duration is a time.Duration that travels as a Go duration string
-// ("1m30s"); a number is taken as nanoseconds.
-type Duration time.Duration
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON reads a non-negative duration string (or nanoseconds).
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if json.Unmarshal(b, &n) != nil || n < 0 {
-			return fmt.Errorf("duration %s: give a string such as \"2h\" or \"10m\"", b)
-		}
-		*d = Duration(n)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("duration %q: give a non-negative duration such as \"2h\" or \"10m\"", s)
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is the wire form of every duration of the API (request
+// fields and query parameters): a JSON number is seconds (3600, 2.5), a
+// string is a Go duration ("1h", "90s") or seconds ("90"); a negative
+// value, a bool, an object or anything else is refused with a 400 (code
+// invalid). It is written as a Go duration string. MCP tool arguments read
+// durations the same way.
+type Duration = duration.Duration
 
 // Options is the request as the registry takes it.
 func (req StartRequest) Options() registry.StartOptions {
@@ -108,10 +88,10 @@ func startRequest(opts registry.StartOptions) StartRequest {
 // "end" (killed, its terminal closed), the daemon kills the tree.
 type RunRequest struct {
 	StartRequest
-	Timeout     string `json:"timeout,omitempty"`
-	IdleTimeout string `json:"idle_timeout,omitempty"`
-	YieldAfter  string `json:"yield_after,omitempty"`
-	Grace       string `json:"grace,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	YieldAfter  Duration `json:"yield_after,omitempty"`
+	Grace       Duration `json:"grace,omitempty"`
 }
 
 // RunEnd is the "end" event of POST /v1/run: the result, and the error
@@ -128,11 +108,11 @@ type SubmitRequest struct {
 	Line string `json:"line"`
 }
 
-// KillRequest is the body of POST /v1/processes/{id}/kill. Grace is a Go
-// duration string ("5s"); empty means the daemon's default.
+// KillRequest is the body of POST /v1/processes/{id}/kill. Grace is a
+// Duration (5 or "5s"); zero or absent means the daemon's default.
 type KillRequest struct {
 	Signal env.Signal `json:"signal,omitempty"`
-	Grace  string     `json:"grace,omitempty"`
+	Grace  Duration   `json:"grace,omitempty"`
 	Force  bool       `json:"force,omitempty"`
 	// NoEscalate: signal and wait up to Grace, never SIGKILL.
 	NoEscalate bool `json:"no_escalate,omitempty"`
@@ -142,7 +122,7 @@ type KillRequest struct {
 type KillAllRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	Signal env.Signal        `json:"signal,omitempty"`
-	Grace  string            `json:"grace,omitempty"`
+	Grace  Duration          `json:"grace,omitempty"`
 	// NoEscalate: signal and wait up to Grace, never SIGKILL.
 	NoEscalate bool `json:"no_escalate,omitempty"`
 }
@@ -331,24 +311,12 @@ var ErrNoDaemon = errors.New("daemon: no corral daemon is running")
 // ErrAlreadyRunning: another daemon holds the lock of the state directory.
 var ErrAlreadyRunning = errors.New("daemon: another corral daemon is already running")
 
-func parseGrace(s string) (time.Duration, error) { return parseDuration("grace", s) }
-
-// parseDuration reads an optional non-negative duration field.
+// parseDuration reads an optional duration query parameter (see
+// Duration).
 func parseDuration(name, s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: %s %q: give a non-negative duration such as 5s or 500ms", registry.ErrInvalidOptions, name, s)
+	d, err := duration.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", registry.ErrInvalidOptions, name, err)
 	}
 	return d, nil
-}
-
-// durationString is the wire form of an optional duration.
-func durationString(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
 }

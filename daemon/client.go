@@ -351,7 +351,7 @@ func (c *Client) Ports(ctx context.Context, backend string) ([]registry.PortInfo
 
 // Kill kills a process tree.
 func (c *Client) Kill(ctx context.Context, id string, opts registry.KillOptions) (registry.KillResult, error) {
-	req := KillRequest{Signal: opts.Signal, Grace: durationString(opts.Grace), Force: opts.Force, NoEscalate: opts.NoEscalate}
+	req := KillRequest{Signal: opts.Signal, Grace: Duration(opts.Grace), Force: opts.Force, NoEscalate: opts.NoEscalate}
 	resp, err := c.send(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/kill", nil, req)
 	if err != nil {
 		return registry.KillResult{}, err
@@ -374,7 +374,7 @@ func (c *Client) Kill(ctx context.Context, id string, opts registry.KillOptions)
 
 // KillAll kills every running process carrying all of opts.Labels.
 func (c *Client) KillAll(ctx context.Context, opts registry.KillAllOptions) ([]registry.KillResult, error) {
-	req := KillAllRequest{Labels: opts.Labels, Signal: opts.Signal, Grace: durationString(opts.Grace), NoEscalate: opts.NoEscalate}
+	req := KillAllRequest{Labels: opts.Labels, Signal: opts.Signal, Grace: Duration(opts.Grace), NoEscalate: opts.NoEscalate}
 	var out []registry.KillResult
 	err := c.do(ctx, http.MethodPost, "/kill", nil, req, &out)
 	return out, err
@@ -562,8 +562,8 @@ func (es *eventStream) Close() {
 // tree with opts.Grace, as the registry does, and returns the result with
 // ctx's error.
 func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.RunResult, error) {
-	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: durationString(opts.Timeout),
-		IdleTimeout: durationString(opts.IdleTimeout), YieldAfter: durationString(opts.YieldAfter), Grace: durationString(opts.Grace)}
+	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: Duration(opts.Timeout),
+		IdleTimeout: Duration(opts.IdleTimeout), YieldAfter: Duration(opts.YieldAfter), Grace: Duration(opts.Grace)}
 	// The stream outlives ctx: after a cancel it brings the result of the
 	// kill. It is cut only when the process never got an ID to kill by,
 	// and then the daemon kills whatever started as the lease ends.

@@ -28,6 +28,13 @@ const generous = 30 * time.Second
 // returns a client; cleanup kills what is left and stops it.
 func startDaemon(t *testing.T) (*Client, Paths) {
 	t.Helper()
+	return startDaemonWith(t, nil)
+}
+
+// startDaemonWith is startDaemon with the Config changed by edit (if
+// non-nil) before Run.
+func startDaemonWith(t *testing.T, edit func(*Config)) (*Client, Paths) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "corrald")
 	if err != nil {
 		t.Fatal(err)
@@ -38,20 +45,22 @@ func startDaemon(t *testing.T) (*Client, Paths) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{
-			Paths: paths,
-			Open: func(ctx context.Context, target string) (env.Environment, error) {
-				if target != "local" {
-					return nil, fmt.Errorf("unknown backend %q", target)
-				}
-				return local.New(local.Options{StateDir: envDir, Logger: slog.New(slog.DiscardHandler)})
-			},
-			Logger:       slog.New(slog.DiscardHandler),
-			DefaultGrace: time.Second,
-			Ready:        func(Status) { close(ready) },
-		})
-	}()
+	cfg := Config{
+		Paths: paths,
+		Open: func(ctx context.Context, target string) (env.Environment, error) {
+			if target != "local" {
+				return nil, fmt.Errorf("unknown backend %q", target)
+			}
+			return local.New(local.Options{StateDir: envDir, Logger: slog.New(slog.DiscardHandler)})
+		},
+		Logger:       slog.New(slog.DiscardHandler),
+		DefaultGrace: time.Second,
+		Ready:        func(Status) { close(ready) },
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	go func() { done <- Run(ctx, cfg) }()
 	select {
 	case <-ready:
 	case err := <-done:

@@ -37,6 +37,9 @@ type Config struct {
 	HTTPAddr string
 	// Ready, when set, is called once the socket accepts connections.
 	Ready func(Status)
+	// BodyTimeout bounds the reading of a request's body (default
+	// BodyTimeout).
+	BodyTimeout time.Duration
 }
 
 // DefaultMaxProcesses is the daemon's default process limit: larger than
@@ -171,7 +174,14 @@ func Run(ctx context.Context, cfg Config) error {
 		stopOnce.Do(func() { close(stopReq) })
 	})
 	srv.dashboard = dash.start
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
+	if cfg.BodyTimeout > 0 {
+		srv.bodyTimeout = cfg.BodyTimeout
+	}
+	// Headers and bodies each have a deadline (the body's is lifted once
+	// read, see BodyTimeout); a kept-alive connection with no request is
+	// closed after IdleTimeout.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(&peerListener{Listener: ln, log: log, uid: os.Getuid()}) }()
 	log.Info("serving", "socket", p.Socket, "state_file", p.StateFile(), "pid", os.Getpid(), "recovered", rep.Restored)

@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
@@ -20,8 +22,17 @@ import (
 // eventHistory is how many past events GET /v1/events returns.
 const eventHistory = 256
 
-// maxBody bounds request bodies (stdin data included).
+// maxBody bounds request bodies (stdin data and commands included).
 const maxBody = 8 << 20
+
+// BodyTimeout bounds the reading of a request body, from the handler's
+// start to the body's end: a client that sends headers and then stalls (or
+// never finishes its body) is answered 400 and cut, instead of holding a
+// connection and a goroutine for ever. Headers are bounded apart
+// (ReadHeaderTimeout, in Run). Once the body is read the deadline is
+// lifted, so the long streams (run, output and events follow) and the
+// leases that end with their connection are unaffected.
+const BodyTimeout = 10 * time.Second
 
 // Server serves a Registry over HTTP/JSON. Its Handler is mounted on the
 // unix listener by Run; tests may mount it anywhere.
@@ -35,6 +46,9 @@ type Server struct {
 	// dashboard starts (or finds) the dashboard for POST /v1/dashboard;
 	// nil where there is none (a Server mounted by a test).
 	dashboard func(addr string) (DashboardInfo, error)
+
+	// bodyTimeout is BodyTimeout; tests shorten it.
+	bodyTimeout time.Duration
 
 	ctx    context.Context // cancelled by Close: ends streams
 	cancel context.CancelFunc
@@ -51,7 +65,7 @@ func NewServer(reg *registry.Registry, log *slog.Logger, status func() Status, s
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{reg: reg, log: log, status: status, shutdown: shutdown, ctx: ctx, cancel: cancel}
+	s := &Server{reg: reg, log: log, status: status, shutdown: shutdown, ctx: ctx, cancel: cancel, bodyTimeout: BodyTimeout}
 	sub := reg.Subscribe()
 	s.wg.Go(func() {
 		defer sub.Close()
@@ -100,9 +114,48 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
 	mux.HandleFunc("POST "+v+"/dashboard", s.handleDashboard)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s: see docs/api.md", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s: see docs/api.md", r.Method, clip(r.URL.Path, 100)))
 	})
-	return mux
+	return s.bodyDeadline(mux)
+}
+
+// bodyDeadline sets the connection's read deadline to bodyTimeout from
+// now for a request that has a body, and lifts it once the body was read
+// to its end (see BodyTimeout). A connection that cannot take deadlines (a
+// test's recorder) is served as is.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || s.bodyTimeout <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline when the body hits its end. The
+// server starts watching the connection for the client's hang-up at that
+// moment (which is how a run's lease ends); the lifted deadline applies to
+// that pending read too.
+type deadlineBody struct {
+	io.ReadCloser
+	lift   func()
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		b.lift()
+	}
+	return n, err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -123,13 +176,39 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	writeError(w, status, code, err.Error())
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+// decode reads the request's JSON body into v, then the body's end (which
+// lifts the body's read deadline; what follows the value is ignored). Its
+// errors are short: a body's content is never repeated at length.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: request body: %v", registry.ErrInvalidOptions, err)
+	err := dec.Decode(v)
+	if err == nil {
+		_, err = io.Copy(io.Discard, body)
 	}
-	return nil
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: request body not complete within %s: send the whole body at once", registry.ErrInvalidOptions, s.bodyTimeout)
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: request body over %d MiB: a command must fit in it; write stdin in parts", registry.ErrInvalidOptions, maxBody>>20)
+	}
+	return fmt.Errorf("%w: request body: %s", registry.ErrInvalidOptions, clip(err.Error(), 200))
+}
+
+// clip returns s cut to at most n bytes (on a rune boundary), marked with
+// "…" when cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +267,7 @@ func parseLabels(kvs []string) (map[string]string, error) {
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	var req StartRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -300,14 +379,10 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
-	var timeout time.Duration
-	if v := r.URL.Query().Get("timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			s.fail(w, fmt.Errorf("%w: timeout %q: give a duration such as 30s", registry.ErrInvalidOptions, v))
-			return
-		}
-		timeout = d
+	timeout, err := parseDuration("timeout", r.URL.Query().Get("timeout"))
+	if err != nil {
+		s.fail(w, err)
+		return
 	}
 	wait := s.reg.Wait
 	for _, alt := range []struct {
@@ -338,15 +413,11 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 	var req KillRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
-	grace, err := parseGrace(req.Grace)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
+	grace := req.Grace.D()
 	// A kill runs to its end even if the client goes away: half a kill
 	// (TERM sent, no escalation) would leave the tree behind.
 	ctx := context.WithoutCancel(r.Context())
@@ -368,15 +439,11 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
 	var req KillAllRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
-	grace, err := parseGrace(req.Grace)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
+	grace := req.Grace.D()
 	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: grace, NoEscalate: req.NoEscalate})
 	if err != nil && res == nil {
 		s.fail(w, err)
@@ -404,7 +471,7 @@ func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) {
 	var req ResizeRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -422,7 +489,7 @@ func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	var req StdinRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -485,7 +552,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) {
 	var req ShutdownRequest
 	if r.ContentLength != 0 {
-		if err := decode(w, r, &req); err != nil {
+		if err := s.decode(w, r, &req); err != nil {
 			s.fail(w, err)
 			return
 		}
@@ -578,27 +645,15 @@ func (s *sseWriter) comment(c string) {
 // handleRun runs a foreground process and streams it back; see RunRequest.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	var req RunRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
 	// The server notices a client that hangs up only once the body has
 	// been read to its end: the lease depends on it.
 	_, _ = io.Copy(io.Discard, r.Body)
-	opts := registry.RunOptions{StartOptions: req.Options()}
-	for _, d := range []struct {
-		name string
-		s    string
-		to   *time.Duration
-	}{{"timeout", req.Timeout, &opts.Timeout}, {"idle_timeout", req.IdleTimeout, &opts.IdleTimeout},
-		{"yield_after", req.YieldAfter, &opts.YieldAfter}, {"grace", req.Grace, &opts.Grace}} {
-		v, err := parseDuration(d.name, d.s)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		*d.to = v
-	}
+	opts := registry.RunOptions{StartOptions: req.Options(), Timeout: req.Timeout.D(), IdleTimeout: req.IdleTimeout.D(),
+		YieldAfter: req.YieldAfter.D(), Grace: req.Grace.D()}
 	sse, ok := s.startSSE(w)
 	if !ok {
 		return
@@ -650,7 +705,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req SubmitRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -701,7 +756,7 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	var req DashboardRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
 	}

@@ -3,6 +3,7 @@ package env
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/internal/errclass"
 )
@@ -61,10 +62,23 @@ type SpecError struct {
 
 func (e *SpecError) Error() string {
 	if e.Value != "" {
-		return fmt.Sprintf("invalid spec: %s %q: %s", e.Field, e.Value, e.Reason)
+		// A value is shown for what it is, never at length: an
+		// environment entry may be megabytes.
+		v := e.Value
+		if len(v) > maxShownValue {
+			n := maxShownValue
+			for n > 0 && !utf8.RuneStart(v[n]) {
+				n--
+			}
+			v = v[:n] + "…"
+		}
+		return fmt.Sprintf("invalid spec: %s %q: %s", e.Field, v, e.Reason)
 	}
 	return fmt.Sprintf("invalid spec: %s: %s", e.Field, e.Reason)
 }
+
+// maxShownValue bounds how much of SpecError.Value its message shows.
+const maxShownValue = 80
 
 // Is makes every SpecError match ErrInvalidSpec, and what ErrInvalidSpec
 // matches (its class).

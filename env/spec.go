@@ -14,7 +14,10 @@ import (
 type Spec struct {
 	// Command is a shell command line, run as /bin/sh -c Command inside the
 	// sandbox. It is passed to the shell as one argument, never spliced into
-	// another script unquoted.
+	// another script unquoted. It may be of any length: one longer than
+	// InlineCommandMax is written to a file in the process's private
+	// directory (or a memory file) and run as /bin/sh -c '. FILE' (see
+	// InlineCommandMax).
 	Command string `json:"command"`
 
 	// Dir is the working directory. Empty means the backend's default (the
@@ -47,6 +50,20 @@ type Spec struct {
 	// [A-Za-z0-9_.-]{0,64}.
 	Tag string `json:"tag,omitempty"`
 }
+
+// InlineCommandMax is the longest Command a backend passes to the shell as
+// its -c argument. Linux refuses a single argument over 128 KiB (E2BIG)
+// and all of argv and the environment over about 2 MiB, so a longer
+// command (a file written with a heredoc, say) travels outside argv: the
+// backend writes it to a file only the process's user can read (env/nohup
+// and env/local's detached processes: "command" in the process's
+// directory; env/local's other processes: a memory file on descriptor 3,
+// closed by the first line of the file) and runs /bin/sh -c '. FILE'. The
+// command then sees what `sh -c COMMAND` gives it: the same $0, no
+// positional parameters, the same stdin (the shell reads the file, never
+// stdin), the same exit status; `return` at its top level ends it as exit
+// would. ps shows the shell sourcing the file instead of the command.
+const InlineCommandMax = 64 << 10
 
 // WindowSize is a terminal size in character cells.
 type WindowSize struct {

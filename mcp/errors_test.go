@@ -64,3 +64,35 @@ func TestToolErrorsSpeakMCP(t *testing.T) {
 		t.Errorf("unknown id: tool error %v %q", res.IsError, text)
 	}
 }
+
+// TestToolErrorsCappedByMaxOutput: a tool error reaches the model as output
+// does, so the output cap applies to it; and an error about a long command
+// never carries the command back.
+func TestToolErrorsCappedByMaxOutput(t *testing.T) {
+	_, cs := connect(t, nil) // MaxOutput 1000
+	long := "cat > f <<'EOF'\n" + strings.Repeat("a line of a long heredoc\n", 20000) + "EOF\n"
+	for _, args := range []map[string]any{
+		{"command": long, "dir": "/nonexistent/dir"},
+		{"command": long, "background": true, "dir": "/nonexistent/dir"},
+		{"command": long, "ttl": true, "background": true},
+		{"command": long, "env": map[string]any{"BAD NAME": strings.Repeat("v", 100000)}},
+		{"action": "kill", "id": strings.Repeat("f", 100000)},
+	} {
+		tool := "terminal"
+		if _, ok := args["action"]; ok {
+			tool = "process"
+		}
+		msg := callErr(t, cs, tool, args)
+		if len(msg) > 1100 || strings.Contains(msg, strings.Repeat("a line of a long heredoc\n", 3)) || strings.Contains(msg, strings.Repeat("v", 200)) {
+			t.Errorf("%s: a %d-byte error repeats its input: %.300q", tool, len(msg), msg)
+		}
+	}
+	// A handler error over the cap keeps its head and tail.
+	h := capErrors(100, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return nil, nil, fmt.Errorf("head %s tail", strings.Repeat("x", 10000))
+	})
+	_, _, err := h(context.Background(), nil, struct{}{})
+	if msg := err.Error(); len(msg) > 150 || !strings.HasPrefix(msg, "head") || !strings.HasSuffix(msg, "tail") || !strings.Contains(msg, "omitted") {
+		t.Errorf("capped error %q", msg)
+	}
+}

@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -63,13 +65,27 @@ func (s *Server) addTools() error {
 		Description: terminalDescription,
 		InputSchema: termSchema,
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
-	}, s.terminal)
+	}, capErrors(s.cfg.MaxOutput, s.terminal))
 	sdk.AddTool(s.mcp, &sdk.Tool{
 		Name:        "process",
 		Title:       "Manage background processes",
 		Description: processDescription,
 		InputSchema: procSchema,
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: new(true)},
-	}, s.process)
+	}, capErrors(s.cfg.MaxOutput, s.process))
 	return nil
+}
+
+// capErrors applies the output cap (Config.MaxOutput, --max-output) to a
+// tool's errors as well: an error reaches the model's context as output
+// does, and must never carry a large input back whole (a long command, a
+// huge value). The head and the tail are kept, as for output.
+func capErrors[In, Out any](limit int, h sdk.ToolHandlerFor[In, Out]) sdk.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
+		res, out, err := h(ctx, req, in)
+		if err != nil && len(err.Error()) > limit {
+			err = errors.New(render([]byte(err.Error()), 0, 0, limit).Text)
+		}
+		return res, out, err
+	}
 }

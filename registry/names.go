@@ -69,7 +69,9 @@ func envDigest(vars []string) string {
 
 // sameCommand reports whether p runs what opts asks for: the same backend,
 // command, directory and environment. A named Start of the same command
-// returns the process already running instead of starting another.
+// returns the process already running instead of starting another. Both
+// commands are as recorded (recordedCommand), whose digest tells long
+// ones apart.
 func (p *proc) sameCommand(opts StartOptions) bool {
 	return p.backend == opts.Backend && p.opts.Command == opts.Command && p.opts.Dir == opts.Dir &&
 		p.envDigest == envDigest(opts.Env)

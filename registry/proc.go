@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -231,6 +232,9 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	}
 	opts.Labels = maps.Clone(opts.Labels)
 	opts.Env = spec.Env
+	// The spec runs the whole command; the record keeps at most
+	// MaxRecordedCommand of it.
+	opts.Command = recordedCommand(opts.Command)
 	opts.Watch = slices.Clone(opts.Watch)
 	opts.WatchRegex = slices.Clone(opts.WatchRegex)
 	if opts.PTY != nil {
@@ -276,6 +280,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 
 	e, h, detached, err := r.startOn(ctx, p, opts.Backend, spec, how.detach)
 	if err != nil {
+		err = shortError(err)
 		p.fail(err)
 		return p, err
 	}
@@ -352,6 +357,48 @@ func (r *Registry) startOn(ctx context.Context, p *proc, target string, spec env
 		r.log.Info("start found the sandbox gone; opening the target again", "id", p.id, "target", target)
 	}
 }
+
+// MaxRecordedCommand is the most of a command the registry records (Info,
+// events, the state file): a longer one (an agent's heredoc may be
+// megabytes) runs whole, but is recorded as its head, its length and a
+// digest that tells it from any other (recordedCommand). One failed or
+// running 7 MiB command then costs the registry, its listings and its
+// state file a few KiB, not its size several times over.
+const MaxRecordedCommand = 4 << 10
+
+// recordedCommand is command as the registry records it: itself when at
+// most MaxRecordedCommand long, else its head (cut on a rune boundary),
+// "…", and "[N bytes, sha256 HEX]" over the whole.
+func recordedCommand(command string) string {
+	if len(command) <= MaxRecordedCommand {
+		return command
+	}
+	sum := sha256.Sum256([]byte(command))
+	tail := fmt.Sprintf(" [%d bytes, sha256 %x]", len(command), sum[:16])
+	return clip(command, MaxRecordedCommand-len(tail)-len("…")) + tail
+}
+
+// maxErrorBytes bounds an error the registry records or returns: one that
+// is longer (a backend that repeats a huge input) is cut.
+const maxErrorBytes = 1 << 10
+
+// shortError returns err, or when its message is over maxErrorBytes, an
+// error that wraps it (errors.Is and As still see it) with the message
+// cut.
+func shortError(err error) error {
+	if err == nil || len(err.Error()) <= maxErrorBytes {
+		return err
+	}
+	return &clippedError{msg: clip(err.Error(), maxErrorBytes), err: err}
+}
+
+type clippedError struct {
+	msg string
+	err error
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
 
 // fail records that the process could not be started.
 func (p *proc) fail(err error) {

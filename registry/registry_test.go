@@ -425,6 +425,9 @@ func TestLostAndFailed(t *testing.T) {
 			t.Fatalf("lost: %+v %v", got, err)
 		}
 
+		// A sandbox found gone is closed and opened again on next use
+		// (see envGone): the failed start gets a fixture of its own.
+		f = newFixture(t, nil)
 		f.env.OnStart = func(*envtest.FakeProcess) error { return fmt.Errorf("fake: %w", env.ErrDirNotFound) }
 		failed, err := f.r.Start(ctxT(t), StartOptions{Command: "x", Dir: "/nonexistent"})
 		if !errors.Is(err, env.ErrDirNotFound) || failed.State != StateFailed || failed.ID == "" || failed.Reason == "" {

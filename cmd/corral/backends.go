@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"github.com/corralhq/corral/env/docker"
 	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/env/ssh"
+	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/plugins"
+	"github.com/corralhq/corral/registry"
 )
 
 // This file is the one place where backend targets are resolved to
@@ -49,6 +52,12 @@ func checkBackend(target string) error {
 	case hasScheme && plugins.ValidName(scheme):
 		// A backend plugin (`corral backends` lists them).
 		if _, err := plugins.Find(scheme, plugins.Options{}); err != nil {
+			if errors.Is(err, plugins.ErrNoPlugin) {
+				// Short: the directories searched are corral backends' to
+				// show, not every error's.
+				return fmt.Errorf("backend %q: no plugin %s%s is installed (corral backends lists the plugins and where they are looked for); built-in backends: %s",
+					target, plugins.BinaryPrefix, scheme, backendHelp)
+			}
 			return fmt.Errorf("backend %q: %w; built-in backends: %s", target, err, backendHelp)
 		}
 		return nil
@@ -60,6 +69,18 @@ func checkBackend(target string) error {
 		}
 		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, backendHelp)
 	}
+}
+
+// invalidTarget is a target this build cannot open (checkBackend's
+// verdict): a bad option of the request, of the registry's
+// ErrInvalidOptions class, so that the daemon answers it 400, not as a
+// backend failure. Its message is checkBackend's.
+type invalidTarget struct{ err error }
+
+func (e invalidTarget) Error() string { return e.err.Error() }
+func (e invalidTarget) Unwrap() error { return e.err }
+func (e invalidTarget) Is(target error) bool {
+	return target == registry.ErrInvalidOptions || errclass.Match(target, errclass.Invalid)
 }
 
 // backendOptions carries the flags that configure backends.
@@ -77,6 +98,23 @@ type backendOptions struct {
 	owner string
 	// private: the registry lives as long as one command (privateOwner).
 	private bool
+	// logMax bounds each process's log on disk (env.LogKeep): 0 means
+	// $CORRAL_LOG_MAX, else env.DefaultLogMax; negative, no bound.
+	logMax int64
+}
+
+// logMaxEnv is $CORRAL_LOG_MAX (see env.ParseLogMax), 0 when unset; an
+// error for a value that does not parse.
+func logMaxEnv() (int64, error) {
+	v := os.Getenv("CORRAL_LOG_MAX")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := env.ParseLogMax(v)
+	if err != nil {
+		return 0, fmt.Errorf("CORRAL_LOG_MAX: %w", err)
+	}
+	return n, nil
 }
 
 // dockerOwner is the owner of target's sandbox. A private registry's
@@ -114,20 +152,24 @@ func privateOwner() string {
 // known_hosts and the agent.
 func (b backendOptions) open(ctx context.Context, target string) (env.Environment, error) {
 	if err := checkBackend(target); err != nil {
-		return nil, err
+		return nil, invalidTarget{err}
 	}
 	scheme, _, _ := strings.Cut(target, "://")
 	var (
 		e   env.Environment
 		err error
 	)
+	logMax := b.logMax
+	if logMax == 0 {
+		logMax, _ = logMaxEnv() // a bad value: serve refuses it; elsewhere the default
+	}
 	switch scheme {
 	case "local":
-		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax})
 	case "docker", "docker-image":
-		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target)})
+		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target), LogMax: logMax})
 	case "ssh":
-		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose})
+		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose, LogMax: logMax})
 	default:
 		e, err = plugins.Open(ctx, target, plugins.Options{Logger: slog.Default()})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -55,16 +56,16 @@ last part of at most 1 MiB, with a note on stderr where bytes were omitted.
 			if !follow {
 				return nil
 			}
+			notes := &omissions{w: stderr, every: time.Second, now: time.Now}
 			_, err = c.Follow(ctx, pr.ID, pr.Next, func(ch daemon.OutputChunk) error {
 				if asJSON {
 					return printChunkJSON(stdout, ch)
 				}
-				if ch.Omitted > 0 {
-					fmt.Fprintf(stderr, "corral: %d bytes of output were omitted (the reader fell behind)\n", ch.Omitted)
-				}
+				notes.add(ch.Omitted)
 				_, err := stdout.Write(ch.Data)
 				return err
 			})
+			notes.flush()
 			if err != nil && ctx.Err() == nil {
 				return daemonError("logs", err)
 			}
@@ -77,6 +78,45 @@ last part of at most 1 MiB, with a note on stderr where bytes were omitted.
 	f.Int64Var(&since, "since-byte", 0, "print only output after byte offset N")
 	f.BoolVar(&asJSON, "json", false, "print JSON (with -f: one object per chunk)")
 	return cmd
+}
+
+// omissions coalesces the notices of output a follow left out (its
+// reader fell behind a fast writer): the first is printed at once, later
+// ones at most once per every, each with the bytes omitted since the
+// last, and flush prints what is pending when the follow ends. A fast
+// writer otherwise had logs -f print a notice per chunk (about 170 for
+// one run).
+type omissions struct {
+	w       io.Writer
+	every   time.Duration
+	now     func() time.Time
+	pending int64
+	chunks  int
+	last    time.Time
+}
+
+func (o *omissions) add(n int64) {
+	if n <= 0 {
+		return
+	}
+	o.pending += n
+	o.chunks++
+	if t := o.now(); o.last.IsZero() || t.Sub(o.last) >= o.every {
+		o.last = t
+		o.flush()
+	}
+}
+
+func (o *omissions) flush() {
+	if o.pending == 0 {
+		return
+	}
+	where := "once"
+	if o.chunks > 1 {
+		where = fmt.Sprintf("in %d places", o.chunks)
+	}
+	fmt.Fprintf(o.w, "corral: %d bytes of output were omitted (%s; the reader fell behind)\n", o.pending, where)
+	o.pending, o.chunks = 0, 0
 }
 
 func printChunkJSON(w io.Writer, ch daemon.OutputChunk) error {

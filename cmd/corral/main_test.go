@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -241,4 +245,32 @@ func TestParseWindowSize(t *testing.T) {
 			t.Errorf("parseWindowSize(%q) = %d, %d, %v; want %d, %d, ok %v", tc.in, rows, cols, err, tc.rows, tc.cols, tc.ok)
 		}
 	}
+}
+
+// TestOmissionNoticesCoalesced: a follow that falls behind a fast writer
+// prints one notice at once and then at most one a second, with the bytes
+// left out since, plus what is pending at the end: not one per chunk.
+func TestOmissionNoticesCoalesced(t *testing.T) {
+	var b strings.Builder
+	now := time.Unix(0, 0)
+	o := &omissions{w: &b, every: time.Second, now: func() time.Time { return now }}
+	o.add(0)
+	assert.Empty(t, b.String())
+	for range 170 {
+		o.add(1000)
+		now = now.Add(10 * time.Millisecond) // 1.7 s in all
+	}
+	o.flush()
+	o.flush()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	assert.Len(t, lines, 3, "%q", b.String())
+	assert.Equal(t, "corral: 1000 bytes of output were omitted (once; the reader fell behind)", lines[0])
+	var sum int
+	for _, l := range lines {
+		var n int
+		_, err := fmt.Sscanf(l, "corral: %d bytes", &n)
+		require.NoError(t, err)
+		sum += n
+	}
+	assert.Equal(t, 170000, sum, "every omitted byte is counted once")
 }

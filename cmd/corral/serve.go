@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/daemon"
+	"github.com/corralhq/corral/env"
 )
 
 const serveLong = `Run the corral daemon in the foreground: it owns the registry of background
@@ -37,6 +38,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		quietIfRunning bool
 		idleClose      time.Duration
 		httpAddr       string
+		logMax         string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -49,6 +51,15 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
 				}
 			}
+			if !cmd.Flags().Changed("log-max") {
+				if _, err := logMaxEnv(); err != nil {
+					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
+				}
+			}
+			maxLog, err := env.ParseLogMax(logMax)
+			if err != nil {
+				return &exitError{code: exitUsage, msg: "serve: --log-max: " + err.Error()}
+			}
 			paths, err := daemon.DefaultPaths()
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}
@@ -57,7 +68,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir)}.open,
+				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir), logMax: maxLog}.open,
 				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,
@@ -78,10 +89,21 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&maxProcs, "max-processes", daemon.DefaultMaxProcesses, "most processes tracked at once (finished ones are pruned first)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "default time between SIGTERM and SIGKILL for kills")
 	f.DurationVar(&idleClose, "idle-close", defaultIdleClose(), "close a backend's connection (SSH) after this long without use; the next use dials again (0: keep open; default from $CORRAL_IDLE_CLOSE, else 10m)")
+	f.StringVar(&logMax, "log-max", defaultLogMax(), "the most of each process's output kept on disk, as a head (a quarter) and a tail: 32MiB, 1GiB, none (default from $CORRAL_LOG_MAX, else 32MiB); the daemon's own buffer keeps less")
 	f.StringVar(&httpAddr, "http", "", "serve the web dashboard on this loopback address from the start (127.0.0.1:PORT); its URL, with the access token, is logged (see corral dashboard)")
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd
+}
+
+// defaultLogMax is --log-max's default: $CORRAL_LOG_MAX, which also
+// reaches a daemon auto-started by another command, else 0 (the backends'
+// default, env.DefaultLogMax).
+func defaultLogMax() string {
+	if v := os.Getenv("CORRAL_LOG_MAX"); v != "" {
+		return v
+	}
+	return "0"
 }
 
 // defaultIdleClose is --idle-close's default: $CORRAL_IDLE_CLOSE, which

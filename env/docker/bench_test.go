@@ -122,7 +122,7 @@ func BenchmarkLogRead(b *testing.B) {
 	name := startPlainContainer(b, cli)
 	const logSize = 100 << 20
 	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
-	e, err := newEnv(tr, name, "", benchResidents(), discardLogger(), nil)
+	e, err := newEnv(tr, name, "", Options{Residents: benchResidents()}, discardLogger(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

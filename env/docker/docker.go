@@ -38,6 +38,11 @@ type Options struct {
 	// container: a call is then one request on an open stream instead of a
 	// new exec. 0 means the engine's default (4); negative turns them off.
 	Residents int
+	// LogMax bounds each process's log inside the container
+	// (nohup.Options.LogMax): 0 means env.DefaultLogMax, negative no
+	// bound. An image without util-linux fallocate (busybox, alpine)
+	// keeps whole logs.
+	LogMax int64
 	// Logger receives lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -108,7 +113,7 @@ func openContainer(ctx context.Context, cli *client.Client, t Target, opts Optio
 		return nil, fmt.Errorf("docker: container %s is %s, not running%s; start it with `docker start %s`: %w", name, st.Status, oomWords(st), name, env.ErrSandboxGone)
 	}
 	log.Debug("docker: opened container", "container", name, "id", shortID(c.ID))
-	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts.Residents, log, func() error {
+	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts, log, func() error {
 		cli.Close()
 		return nil
 	})
@@ -137,7 +142,7 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 		defer cancel()
 		return sb.remove(ctx)
 	}
-	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts.Residents, log, onClose)
+	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts, log, onClose)
 	if err != nil && !keep {
 		rctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
@@ -152,12 +157,13 @@ const maxFollows = 64
 
 // newEnv builds the Environment on tr; onClose runs once, after the
 // engine has killed the non-detached processes.
-func newEnv(tr nohup.Transport, name, baseDir string, residents int, log *slog.Logger, onClose func() error) (env.Environment, error) {
+func newEnv(tr nohup.Transport, name, baseDir string, opts Options, log *slog.Logger, onClose func() error) (env.Environment, error) {
 	e, err := nohup.New(tr, nohup.Options{
 		Name:      SchemeContainer + name,
 		BaseDir:   baseDir,
 		ChunkSize: outputChunk,
-		Residents: residents,
+		Residents: opts.Residents,
+		LogMax:    opts.LogMax,
 		// An exec holds no scarce slot (unlike an ssh session): every
 		// process the registry watches can have its own follow.
 		MaxLongPolls: maxFollows,

@@ -335,10 +335,10 @@ func (s *suite) start(t *testing.T, e env.Environment, spec env.Spec) env.Proces
 	t.Helper()
 	p, err := e.Start(s.ctx(t), spec)
 	if err != nil {
-		t.Fatalf("Start(%q): %v", spec.Command, err)
+		t.Fatalf("Start(%q): %v", clip([]byte(spec.Command)), err)
 	}
 	if p == nil {
-		t.Fatalf("Start(%q) returned a nil Process and no error", spec.Command)
+		t.Fatalf("Start(%q) returned a nil Process and no error", clip([]byte(spec.Command)))
 	}
 	t.Cleanup(func() { s.reap(t, p) })
 	return p
@@ -377,7 +377,7 @@ func (s *suite) run(t *testing.T, e env.Environment, spec env.Spec) ([]byte, env
 	p := s.start(t, e, spec)
 	out, err := ReadAll(s.ctx(t), p)
 	if err != nil {
-		t.Fatalf("reading the output of %q: %v (got %d bytes: %q)", spec.Command, err, len(out), clip(out))
+		t.Fatalf("reading the output of %q: %v (got %d bytes: %q)", clip([]byte(spec.Command)), err, len(out), clip(out))
 	}
 	return out, s.wait(t, p)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 type execEnv struct {
@@ -66,7 +67,25 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if environ == nil {
 		environ = os.Environ()
 	}
-	cmd := exec.Command(shell, "-c", spec.Command)
+	command, cmdFile := spec.Command, ""
+	if len(command) > env.InlineCommandMax {
+		// As the real backends do (env.InlineCommandMax): from a file,
+		// removed once the process has ended.
+		f, err := os.CreateTemp("", "envtest-command-*")
+		if err != nil {
+			return nil, fmt.Errorf("exec: start: %w", err)
+		}
+		_, werr := f.WriteString(command)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("exec: start: %w", werr)
+		}
+		cmdFile, command = f.Name(), ". "+shellquote.Quote(f.Name())
+	}
+	cmd := exec.Command(shell, "-c", command)
 	cmd.Dir = spec.Dir
 	cmd.Env = append(slices.Clone(environ), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -75,7 +94,7 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	p := &execProc{env: e, cmd: cmd, out: r, changed: make(chan struct{}), done: make(chan struct{}), outDone: make(chan struct{})}
+	p := &execProc{env: e, cmd: cmd, out: r, changed: make(chan struct{}), done: make(chan struct{}), outDone: make(chan struct{}), cmdFile: cmdFile}
 	if spec.Stdin {
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			return nil, err
@@ -84,6 +103,9 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
+		if cmdFile != "" {
+			os.Remove(cmdFile)
+		}
 		return nil, fmt.Errorf("exec: start: %w", err)
 	}
 	w.Close()
@@ -127,11 +149,12 @@ func (e *execEnv) Close() error {
 }
 
 type execProc struct {
-	env   *execEnv
-	cmd   *exec.Cmd
-	pgid  int
-	out   *os.File
-	stdin io.WriteCloser
+	env     *execEnv
+	cmd     *exec.Cmd
+	cmdFile string // a long command's file, removed at the end; "" for none
+	pgid    int
+	out     *os.File
+	stdin   io.WriteCloser
 
 	mu          sync.Mutex
 	buf         []byte
@@ -168,6 +191,9 @@ func (p *execProc) readLoop() {
 
 func (p *execProc) waitLoop() {
 	err := p.cmd.Wait()
+	if p.cmdFile != "" {
+		os.Remove(p.cmdFile)
+	}
 	st := env.Exited(0)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

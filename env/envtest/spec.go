@@ -2,6 +2,8 @@ package envtest
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ var specCases = []testCase{
 	{"EnvValues", testEnvValues},
 	{"Invalid", testInvalidSpecs},
 	{"Unsupported", testUnsupported},
+	{"LongCommand", testLongCommand},
 }
 
 // tempDir creates a directory in the sandbox, through e, removed (through
@@ -178,5 +181,75 @@ func testUnsupported(t *testing.T, s *suite) {
 	p := s.start(t, e, env.Spec{Command: "sleep " + m})
 	if err := p.Resize(s.ctx(t), env.WindowSize{Rows: 30, Cols: 100}); !errors.Is(err, env.ErrUnsupported) {
 		t.Errorf("Resize without a PTY = %v, want ErrUnsupported", err)
+	}
+}
+
+// testLongCommand: a command longer than Linux lets one argument be (128
+// KiB; an agent writing a file with a heredoc) runs, and one of 5 MiB too:
+// it sees what a short command sees ($0, no arguments, its stdin, no
+// extra descriptor) and ends with its own exit status, detached or not,
+// on a terminal too. See env.InlineCommandMax.
+func testLongCommand(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	caps := e.Capabilities()
+	// What a short command sees, to compare with.
+	probe := `printf '%s|%s|' "$0" "$#"; if [ -e /dev/fd/3 ]; then printf 'fd3|'; fi; `
+	if caps.Stdin {
+		probe += `read -r line; printf 'stdin:%s|' "$line"; `
+	}
+	run := func(command string, detach bool) (string, env.ExitStatus) {
+		t.Helper()
+		p := s.start(t, e, env.Spec{Command: command, Stdin: caps.Stdin, Detach: detach})
+		if caps.Stdin {
+			if _, err := p.Write(s.ctx(t), []byte("fed\n")); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			if err := p.CloseStdin(s.ctx(t)); err != nil {
+				t.Fatalf("CloseStdin: %v", err)
+			}
+		}
+		out, err := ReadAll(s.ctx(t), p)
+		if err != nil {
+			t.Fatalf("reading the output of a %d-byte command: %v (got %q)", len(command), err, clip(out))
+		}
+		return string(out), s.wait(t, p)
+	}
+	detach := []bool{false}
+	if caps.Reattach {
+		detach = append(detach, true)
+	}
+	for _, d := range detach {
+		want, st := run(probe+"exit 7", d)
+		if st.Code != 7 {
+			t.Fatalf("short probe (detach %v): %v, output %q; want exit status 7", d, st, want)
+		}
+		for _, size := range []int{200 << 10, 5 << 20} {
+			line := strings.Repeat("0123456789abcdef", 4)[:63] + "\n"
+			command := "wc -c <<'CORRAL_EOF' | tr -d ' '\n" + strings.Repeat(line, size/64) + "CORRAL_EOF\n" + probe + "exit 7"
+			out, st := run(command, d)
+			wantOut := strconv.Itoa(size/64*64) + "\n" + want
+			if st.Code != 7 || out != wantOut {
+				t.Errorf("a %d-byte command (detach %v): %v, output %q; want exit status 7, output %q", len(command), d, st, clip([]byte(out)), wantOut)
+			}
+		}
+	}
+	if !s.cfg.PTY || !caps.PTY {
+		return
+	}
+	// On a terminal: the output comes through the terminal (CR LF).
+	command := "wc -c <<'CORRAL_EOF' | tr -d ' '\n" + strings.Repeat(strings.Repeat("x", 99)+"\n", 3000) + "CORRAL_EOF\nexit 7"
+	detach = []bool{false}
+	if caps.ReattachPTY {
+		detach = append(detach, true)
+	}
+	for _, d := range detach {
+		p := s.start(t, e, env.Spec{Command: command, PTY: &env.WindowSize{Rows: 24, Cols: 80}, Detach: d})
+		out, err := ReadAll(s.ctx(t), p)
+		if err != nil {
+			t.Fatalf("reading the output of a long command on a terminal (detach %v): %v (got %q)", d, err, clip(out))
+		}
+		if st := s.wait(t, p); st.Code != 7 || !strings.Contains(string(out), fmt.Sprint(300000)) {
+			t.Errorf("a %d-byte command on a terminal (detach %v): %v, output %q; want exit status 7, output 300000", len(command), d, st, clip(out))
+		}
 	}
 }

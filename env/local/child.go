@@ -67,8 +67,16 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 	cmd := exec.Command(shellPath(), "-c", spec.Command)
 	cmd.Dir = spec.Dir
 	cmd.Env = e.commandEnv(spec)
+	// A long command reaches the shell on a memory file, not in argv.
+	mem, err := memCommand(spec.Command)
+	if err != nil {
+		return nil, fmt.Errorf("local: start: %w", err)
+	}
 	t, err := e.sys.newTree(id)
 	if err != nil {
+		if mem != nil {
+			mem.Close()
+		}
 		return nil, fmt.Errorf("local: start: %w", err)
 	}
 	c := &child{env: e, cmd: cmd, tree: t, done: make(chan struct{}), finished: make(chan struct{})}
@@ -79,10 +87,16 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 			_ = f.Close()
 		}
 	}
+	if mem != nil {
+		cmd.Args[2] = memCommandArg
+		cmd.ExtraFiles = []*os.File{mem}
+		closeAfterStart = append(closeAfterStart, mem)
+	}
 	var outRead *os.File
 	if spec.PTY != nil {
 		master, slave, err := openPTY(*spec.PTY)
 		if err != nil {
+			closeAll(closeAfterStart)
 			return nil, fmt.Errorf("local: start: pty: %w", err)
 		}
 		c.pty, outRead = master, master
@@ -92,6 +106,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
+			closeAll(closeAfterStart)
 			return nil, fmt.Errorf("local: start: output pipe: %w", err)
 		}
 		outRead = r
@@ -102,7 +117,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 		if spec.Stdin {
 			sr, sw, err := os.Pipe()
 			if err != nil {
-				closeAll([]*os.File{r, w})
+				closeAll(append(closeAfterStart, r))
 				return nil, fmt.Errorf("local: start: stdin pipe: %w", err)
 			}
 			cmd.Stdin = sr
@@ -128,7 +143,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 		closeAll(closeAfterStart)
 		_ = outRead.Close()
 		c.in.closeFile()
-		return nil, fmt.Errorf("local: start %q: %w", spec.Command, err)
+		return nil, fmt.Errorf("local: start: %w", err)
 	}
 	closeAll(closeAfterStart)
 	c.pid = cmd.Process.Pid

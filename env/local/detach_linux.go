@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,10 +50,20 @@ func (e *Env) startDetached(ctx context.Context, spec env.Spec) (*detached, erro
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: start detached: %w", err)
 	}
+	if len(spec.Command) > env.InlineCommandMax {
+		// Too long for argv (see env.InlineCommandMax): the shim's shell
+		// sources it from the process's private directory.
+		path := filepath.Join(dir, fileCommand)
+		if err := os.WriteFile(path, []byte(spec.Command), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local: start detached: write the command to a file: %w", err)
+		}
+		spec.Command = ". " + shellquote.Quote(path)
+	}
 	d, err := e.startOnServer(ctx, id, spec)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("local: start detached %q: %w", spec.Command, err)
+		return nil, fmt.Errorf("local: start detached: %w", err)
 	}
 	return d, nil
 }
@@ -262,11 +273,14 @@ func (d *detached) Output(ctx context.Context, offset int64) (io.ReadCloser, err
 		_ = f.Close()
 		return nil, d.errorf("output of", err)
 	}
-	return &logStream{d: d, f: f, ctx: ctx, w: d.env.newDirWatch(d.dir), closed: make(chan struct{})}, nil
+	s := &logStream{d: d, f: f, ctx: ctx, w: d.env.newDirWatch(d.dir), closed: make(chan struct{}), pos: offset}
+	s.punched = alignUp(d.env.logHead, punchAlign)
+	return s, nil
 }
 
 // logStream follows a detached process's log file until the exit is
-// recorded and the log is read to its end.
+// recorded and the log is read to its end. It keeps the log on disk
+// bounded (Options.LogMax): see punch.
 type logStream struct {
 	d         *detached
 	f         *os.File
@@ -274,6 +288,70 @@ type logStream struct {
 	w         *dirWatch
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	pos     int64 // the log offset of the next byte read
+	punched int64 // the log is a hole up to here from the head's end
+	// wfMu guards wf and noPunch against Close, which may run during a
+	// Read.
+	wfMu    sync.Mutex
+	wf      *os.File // the log opened for writing, to punch; nil until needed
+	noPunch bool     // punching failed (a filesystem without holes), or closed
+}
+
+// punchAlign is the block size holes are aligned to: a partial block is
+// only zeroed, not freed.
+const punchAlign = 4096
+
+// punchStep is the least a punch frees: one fallocate per MiB of output
+// at most.
+const punchStep = 1 << 20
+
+func alignUp(n, a int64) int64   { return (n + a - 1) / a * a }
+func alignDown(n, a int64) int64 { return n / a * a }
+
+// punch drops the middle of the log that this stream has delivered: from
+// the end of the head (Env.logHead) to logTail bytes before the read
+// position, by punching a hole (the size and every offset stay; the hole
+// reads as zeros), after recording the range in the file omitted (see
+// env.LogKeep). Only bytes already read are dropped, so this stream never
+// reads the hole. A failure (a filesystem without holes) turns punching
+// off for the stream, logged once.
+func (s *logStream) punch() {
+	e := s.d.env
+	end := alignDown(s.pos-e.logTail, punchAlign)
+	if e.logTail == 0 || end-s.punched < punchStep {
+		return
+	}
+	s.wfMu.Lock()
+	defer s.wfMu.Unlock()
+	if s.noPunch {
+		return
+	}
+	if s.wf == nil {
+		wf, err := os.OpenFile(s.f.Name(), os.O_WRONLY, 0)
+		if err != nil {
+			s.punchFailed(err)
+			return
+		}
+		s.wf = wf
+	}
+	start := alignUp(e.logHead, punchAlign)
+	rec := fmt.Sprintf("%d %d\n", start, end)
+	if err := os.WriteFile(filepath.Join(s.d.dir, fileOmitted), []byte(rec), 0o600); err != nil {
+		s.punchFailed(err)
+		return
+	}
+	if err := unix.Fallocate(int(s.wf.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, s.punched, end-s.punched); err != nil {
+		s.punchFailed(err)
+		return
+	}
+	s.punched = end
+}
+
+// punchFailed turns punching off; the caller holds wfMu.
+func (s *logStream) punchFailed(err error) {
+	s.noPunch = true
+	s.d.env.log.Debug("log on disk not bounded: cannot punch a hole in it", "dir", s.d.dir, "err", err)
 }
 
 func (s *logStream) Read(p []byte) (int, error) {
@@ -290,6 +368,8 @@ func (s *logStream) Read(p []byte) (int, error) {
 		n, err := s.f.Read(p)
 		if n > 0 {
 			s.w.activity()
+			s.pos += int64(n)
+			s.punch()
 			return n, nil
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -321,6 +401,12 @@ func (s *logStream) Read(p []byte) (int, error) {
 func (s *logStream) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	_ = s.w.Close()
+	s.wfMu.Lock()
+	s.noPunch = true
+	if s.wf != nil {
+		_ = s.wf.Close()
+	}
+	s.wfMu.Unlock()
 	return s.f.Close()
 }
 

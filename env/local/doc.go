@@ -113,8 +113,24 @@
 //
 // The process directory holds: state.json (PIDs, start times, cgroup,
 // tag; then the exit status), log, stdin (FIFO), stdin.closed (the marker
-// that asks the server to let go of its end of the FIFO) and shim.log
-// (the server's diagnostics about the process). The state directory also
+// that asks the server to let go of its end of the FIFO), shim.log (the
+// server's diagnostics about the process), command (a command longer than
+// env.InlineCommandMax, which the shell sources: `sh -c '. DIR/command'`)
+// and omitted (see below).
+//
+// # Long commands and the log's bound
+//
+// A command longer than env.InlineCommandMax never goes through argv:
+// detached, it is written to the process's directory first; otherwise it
+// reaches the shell on a memory file (memfd) on descriptor 3, run as
+// `. /dev/fd/3`, whose first line closes descriptor 3 again.
+//
+// A detached process's log is bounded by Options.LogMax (env.LogKeep): the
+// output stream that reads it punches a hole (FALLOC_FL_PUNCH_HOLE) over
+// what it has read, from the end of the head to logTail bytes before its
+// position, a MiB or more at a time, after writing the range to omitted.
+// The file's size and offsets stay; another reader of the same log reads
+// zeros in the range. A filesystem that cannot punch keeps the whole log. The state directory also
 // holds shim-v1.sock, shim-v1.lock, shim-v1.start and shim-v1.log (the
 // server's own log). Directories are kept until Process.Remove; a caller
 // that never removes them owns their cleanup.

@@ -42,6 +42,11 @@ type Options struct {
 	// cgroup v2 is usable.
 	DisableCgroup bool
 
+	// LogMax bounds a detached process's log on disk (see env.LogKeep):
+	// past it, the middle of the log is dropped behind the output stream.
+	// 0 means env.DefaultLogMax, a negative value no bound.
+	LogMax int64
+
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -55,6 +60,9 @@ type Env struct {
 	shim     shimClient
 	hub      dirHub
 	oom      oomFinder
+	// logHead and logTail are the parts of a detached log kept on disk
+	// (env.LogKeep); zero: no bound.
+	logHead, logTail int64
 
 	mu       sync.Mutex
 	closed   bool
@@ -96,8 +104,11 @@ func New(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	head, tail := env.LogKeep(opts.LogMax)
 	return &Env{
 		log:      log,
+		logHead:  head,
+		logTail:  tail,
 		stateDir: stateDir,
 		baseEnv:  base,
 		sys:      sys,

@@ -32,6 +32,12 @@ const (
 	fileStdin       = "stdin"
 	fileStdinClosed = "stdin.closed"
 	fileShimLog     = "shim.log"
+	// fileCommand holds a command too long for argv, which the shell
+	// sources (see env.InlineCommandMax).
+	fileCommand = "command"
+	// fileOmitted records the range of the log dropped to keep it
+	// bounded (see env.LogKeep).
+	fileOmitted = "omitted"
 )
 
 // readyFD is the descriptor on which a starting shim server reports "ok"
@@ -568,7 +574,7 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	})
 	if err != nil {
 		s.forkMu.RUnlock()
-		return abort(fmt.Errorf("start %q: %w", cfg.Command, err))
+		return abort(fmt.Errorf("start /bin/sh: %w", err))
 	}
 	p.pid = pid
 	var startTime uint64

@@ -30,6 +30,9 @@
 //	armed, go, run, armfail
 //	          an armed spare's report and FIFOs (see Armed spares)
 //	tty       the path of the process's terminal (Spec.PTY; see Terminals)
+//	command   a command longer than env.InlineCommandMax (see Long commands)
+//	omitted   "START END": the range of log dropped to bound it (see Log bound)
+//	nopunch   the sandbox cannot punch holes: the whole log is kept
 //
 // The command runs as Shell -c Command (Shell defaults to /bin/sh) as the
 // leader of a new session, with CORRAL_TREE=<random hex> added to its
@@ -129,6 +132,25 @@
 //     whoever armed them, and leaves those of live shells (another
 //     engine's, on the same sandbox) alone. Spares without armer (armed by
 //     an older engine) are swept once older than Options.Retention.
+//
+// # Long commands
+//
+// A command longer than env.InlineCommandMax would fail in argv (E2BIG)
+// and cost a resident shell a system call per byte. Start brings it in
+// first, on the stdin of one Exec of sh/put.sh, into a new process
+// directory (never an armed spare's), then runs the spec's command as
+// `. DIR/command`: the same $0, no arguments, the same stdin. A start that
+// fails afterwards removes that directory.
+//
+// # Log bound
+//
+// Options.LogMax bounds each log (env.LogKeep). A reader that has every
+// byte before an offset says so: a follow once it sent a frame, a poll by
+// the offset it asks for. Then logtrim (sh/state.sh) punches out the log
+// from the head's end to the tail before that offset, a MiB or more at a
+// time, with `fallocate -p` (util-linux), after recording the range in
+// omitted. busybox's fallocate cannot punch: such a sandbox keeps whole
+// logs (nopunch), as does a filesystem without holes.
 //
 // # Signals and survivors
 //

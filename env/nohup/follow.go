@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/env"
 )
 
 // A follow is one long-lived transport call (corral_follow in sh/poll.sh)
@@ -68,9 +70,10 @@ func (p *process) follow(ctx context.Context, off int64, data bool, idle time.Du
 		br: bufio.NewReaderSize(pr, 64<<10), pr: pr, cancel: cancel, done: make(chan struct{})}
 	r := p.ref
 	id := newHex(8)
+	head, tail := env.LogKeep(p.e.opts.LogMax)
 	line := call("corral_follow", r.Dir, itoa(int(r.WPID)), itoa(int(r.WStart)), itoa(int(r.PID)), itoa(int(r.Start)),
 		strconv.FormatInt(off, 10), flag, strconv.FormatInt(p.e.opts.FollowIdle.Milliseconds(), 10), id,
-		strconv.FormatInt(idle.Milliseconds(), 10))
+		strconv.FormatInt(idle.Milliseconds(), 10), strconv.FormatInt(head, 10), strconv.FormatInt(tail, 10))
 	// A reader closed from another goroutine cancels ctx: the pipe must
 	// close too, or the transport's copy into it blocks forever.
 	stopClosing := context.AfterFunc(ctx, func() { pr.Close() })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/backoff"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 // Env is an env.Environment whose processes run as wrapped processes inside
@@ -293,7 +294,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	var pty ptyTool
 	if spec.PTY != nil {
 		if pty, err = e.ptyTool(ctx); err != nil {
-			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+			return nil, fmt.Errorf("nohup %s: start: %w", e.opts.Name, err)
 		}
 	}
 	tag := newHex(16)
@@ -328,7 +329,33 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	// The next starts' directories are armed (their processes waiting)
 	// after this one's reply, by a transport that can run work then.
 	canArm := e.residents != nil && !e.residents.Disabled()
-	id, armed, toArm, loose := e.takeSpare(canArm)
+	var (
+		id, put      string
+		armed        bool
+		toArm, loose []string
+	)
+	if len(spec.Command) > env.InlineCommandMax {
+		// Too long for argv, and for a resident shell's line reads: the
+		// command goes in first, on the stdin of an Exec, into a new
+		// process directory (an armed spare's is the armer's), and the
+		// command's shell sources it (see env.InlineCommandMax).
+		id = newHex(16)
+		put = base + "/" + id
+		scr, command := script(putBody, base, put), spec.Command
+		out, err := e.run(ctx, "start: bring the command in", true, func(out, errb *bytes.Buffer) (int, error) {
+			return e.t.Exec(ctx, scr, strings.NewReader(command), out, errb) // a fresh reader for each try
+		})
+		if err != nil || strings.TrimSpace(string(out)) != "ok" {
+			e.dropPut(put)
+			if err == nil {
+				err = fmt.Errorf("the sandbox said %q", trunc(out))
+			}
+			return nil, fmt.Errorf("nohup %s: start: write the %d-byte command to %s: %w", e.opts.Name, len(spec.Command), put, err)
+		}
+		spec.Command = ". " + shellquote.Quote(put+"/command")
+	} else {
+		id, armed, toArm, loose = e.takeSpare(canArm)
+	}
 	kind := ""
 	if armed {
 		kind = "armed"
@@ -369,13 +396,17 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 			// Whether the launcher got to the spare is unknown: it is
 			// removed later.
 			e.loosen(id, armed, nil)
-			return nil, fmt.Errorf("start %q: %w", spec.Command, err)
+			e.dropPut(put)
+			return nil, fmt.Errorf("nohup %s: start: %w", e.opts.Name, err)
 		}
 		e.opts.Logger.Warn("nohup: start: the command runs, but its launcher failed after reporting it",
 			"env", e.opts.Name, "err", err)
 		rest = nil
 	}
 	line = strings.TrimSpace(string(first))
+	if !strings.HasPrefix(line, "ok ") {
+		e.dropPut(put)
+	}
 	switch line {
 	case "nodir", "nosetsid", "noshell":
 		// Refused before the launcher touched the spare: the next
@@ -386,9 +417,9 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	case line == "nodir":
 		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
 	case line == "nosetsid":
-		return nil, fmt.Errorf("nohup %s: start %q: the sandbox has no setsid (util-linux or busybox): %w", e.opts.Name, spec.Command, env.ErrUnsupported)
+		return nil, fmt.Errorf("nohup %s: start: the sandbox has no setsid (util-linux or busybox): %w", e.opts.Name, env.ErrUnsupported)
 	case line == "noshell":
-		return nil, fmt.Errorf("nohup %s: start %q: shell %s not found in the sandbox: %w", e.opts.Name, spec.Command, e.opts.Shell, env.ErrUnsupported)
+		return nil, fmt.Errorf("nohup %s: start: shell %s not found in the sandbox: %w", e.opts.Name, e.opts.Shell, env.ErrUnsupported)
 	}
 	f := strings.Fields(line)
 	if len(f) == 6 && f[5] == "nof" {
@@ -398,14 +429,14 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	if len(f) != 5 || f[0] != "ok" {
 		e.loosen(id, armed, nil)
-		return nil, fmt.Errorf("nohup %s: start %q: wrapper failed: %q", e.opts.Name, spec.Command, line)
+		return nil, fmt.Errorf("nohup %s: start: wrapper failed: %q", e.opts.Name, trunc([]byte(line)))
 	}
 	ref := refData{Version: 1, Dir: base + "/" + id, Tag: tag, Stdin: spec.Stdin, PTY: spec.PTY != nil}
 	nums := []*int64{&ref.PID, &ref.Start, &ref.WPID, &ref.WStart}
 	for i, s := range f[1:] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("nohup %s: start %q: wrapper said %q", e.opts.Name, spec.Command, line)
+			return nil, fmt.Errorf("nohup %s: start: wrapper said %q", e.opts.Name, trunc([]byte(line)))
 		}
 		*nums[i] = n
 	}
@@ -430,6 +461,20 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	e.opts.Logger.Debug("nohup: started", "env", e.opts.Name, "pid", ref.PID, "dir", ref.Dir)
 	return p, nil
+}
+
+// dropPut removes the process directory into which a long command was
+// brought (put; "" for none) when its start failed: best effort, bounded,
+// whatever the start's own context.
+func (e *Env) dropPut(put string) {
+	if put == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.call(ctx, "start: drop the command", call("corral_rmspare", put), false); err != nil {
+		e.opts.Logger.Debug("nohup: start: could not remove the directory of a failed start", "env", e.opts.Name, "dir", put, "err", err)
+	}
 }
 
 // armedSpares is how many armed spares an engine keeps ready: two, so that

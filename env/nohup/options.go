@@ -66,6 +66,12 @@ type Options struct {
 	// Residents bounds the resident shells kept for a ShellTransport (see
 	// there). Default 4; negative: none, every call is an Exec.
 	Residents int
+	// LogMax bounds a process's log inside the sandbox (see env.LogKeep):
+	// a follow drops the middle of the log behind what it sent, with
+	// util-linux `fallocate -p` where the sandbox has it (busybox's
+	// fallocate cannot punch holes: there the whole log is kept). 0 means
+	// env.DefaultLogMax, a negative value no bound.
+	LogMax int64
 	// Logger receives debug and warning messages. Default slog.Default().
 	Logger *slog.Logger
 	// OnClose, when set, is run by Close after the processes were handled,

@@ -423,8 +423,9 @@ func (r *outputReader) endFollow() {
 func (r *outputReader) poll() (long bool, err error) {
 	p := r.p
 	steps, release := p.e.stepsFor()
+	head, tail := env.LogKeep(p.e.opts.LogMax)
 	line := call("corral_poll", p.ref.Dir, itoa(int(p.ref.WPID)), itoa(int(p.ref.WStart)), itoa(int(p.ref.PID)), itoa(int(p.ref.Start)),
-		strconv.FormatInt(r.off, 10), strconv.FormatInt(p.e.opts.ChunkSize, 10), steps)
+		strconv.FormatInt(r.off, 10), strconv.FormatInt(p.e.opts.ChunkSize, 10), steps, strconv.FormatInt(head, 10), strconv.FormatInt(tail, 10))
 	out, err := p.e.call(r.ctx, "output", line, true)
 	release()
 	if err != nil {

@@ -41,6 +41,8 @@ var (
 	commandSh string // an armed spare's command
 	//go:embed sh/write.sh
 	writeSh string // Write's script
+	//go:embed sh/put.sh
+	putSh string // the script that brings a long command in
 	//go:embed sh/pty.sh
 	ptySh string // corral_ptyprobe, corral_resize
 	//go:embed sh/ports.sh
@@ -57,8 +59,12 @@ var (
 // corral_parent.
 var parentBody = assembleParent(stripComments)
 
-// writeBody is Write's script, the only one sent without lib.
-var writeBody = stripComments(writeSh)
+// writeBody is Write's script, sent without lib, as is putBody, the
+// script that brings a command too long for argv into the sandbox.
+var (
+	writeBody = stripComments(writeSh)
+	putBody   = stripComments(putSh)
+)
 
 // lib is every function the engine calls, plus the parent's script in
 // corral_parent. A call is one line naming a function with quoted

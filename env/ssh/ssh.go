@@ -26,6 +26,7 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 		Name:      tr.Name(),
 		BaseDir:   opts.BaseDir,
 		Residents: residents,
+		LogMax:    opts.LogMax,
 		Logger:    opts.Logger,
 		OnClose:   tr.Close,
 	})

@@ -85,6 +85,11 @@ type Options struct {
 	// a session of its own.
 	Residents int
 
+	// LogMax bounds each process's log on the host
+	// (nohup.Options.LogMax): 0 means env.DefaultLogMax, negative no
+	// bound. A host without util-linux fallocate keeps whole logs.
+	LogMax int64
+
 	// Dial opens the TCP connection (default net.Dialer). Tests and
 	// proxies replace it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

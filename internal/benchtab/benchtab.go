@@ -247,6 +247,9 @@ var DefaultChecks = []Check{
 	{Bench: "DetachedStartWait", Unit: "ns/op", Kind: RatioAtMost, Limit: 3},
 	{Bench: "DetachedExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 2},
 	{Bench: "DetachedIngest", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.7},
+	// Bounding a detached log on disk (punching its middle out behind
+	// the reader) costs at most 10 % of the output's throughput.
+	{Bench: "DetachedLogBound", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.9},
 	// Whole CLI processes against a warm daemon: a run over SSH at most
 	// half of OpenSSH through a warm ControlMaster; a local run within
 	// 20 ms; `corral version` within 10 ms; a docker run at most half of

@@ -2,18 +2,20 @@
 # The calls on a running process: poll, wait, signal, survivors, close
 # stdin, remove, and the sandbox user's ID.
 
-# corral_poll DIR WPID WSTART CPID CSTART OFF MAX STEPS is one long poll of
-# an output reader: it returns as soon as the command has ended, or the log
-# has grown past OFF, or after the sleeps in STEPS (a list of seconds the
-# Go side computes from Options.LongPoll; empty: report at once). Then it
-# reports (see report in state.sh): "STATE\nSIZE\n" and at most MAX raw
-# bytes from OFF. Waiting inside the sandbox, in small steps, detects an
+# corral_poll DIR WPID WSTART CPID CSTART OFF MAX STEPS HEAD TAIL is one
+# long poll of an output reader: it returns as soon as the command has
+# ended, or the log has grown past OFF, or after the sleeps in STEPS (a list
+# of seconds the Go side computes from Options.LongPoll; empty: report at
+# once). Then it reports (see report in state.sh): "STATE\nSIZE\n" and at
+# most MAX raw bytes from OFF. The reader has everything before OFF:
+# logtrim (HEAD, TAIL) first drops what it may of that. Waiting inside the sandbox, in small steps, detects an
 # exit or new output within one step instead of one client poll interval,
 # at one transport round trip per LongPoll when idle. A sleep without
 # fractions ends the wait after one second.
 corral_poll() {
 	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 max=$7 steps=$8
 	set -f
+	logtrim "$d" "$off" "$9" "${10}"
 	state "$d" "$wpid" "$wst" "$c" "$cst"
 	for s in $steps; do
 		# shellcheck disable=SC2154 # st is set by state (state.sh)
@@ -115,10 +117,13 @@ corral_uid() { id -u; }
 # ID names the follow for corral_unfollow: the shell records its PID in
 # DIR/follow-ID and exports CORRAL_FOLLOW=ID to its children, and removes
 # the file when it ends by itself.
+#
+# HEAD and TAIL (the last two arguments) bound the log on disk: once a
+# frame was sent, logtrim (state.sh) drops what it may of what was sent.
 corral_follow() {
 	d=$1 wpid=$2 wst=$3 c=$4 cst=$5 off=$6 data=$7 budget=$8 f_id=$9
 	shift 9
-	idle=$1 spent=0
+	idle=$1 f_lh=$2 f_lt=$3 spent=0
 	set -f
 	CORRAL_FOLLOW=$f_id
 	export CORRAL_FOLLOW
@@ -146,6 +151,7 @@ corral_follow() {
 				exec dd if="$d/log" iflag=skip_bytes,count_bytes skip="$off" count="$f_n" bs=65536 2>/dev/null
 			); then
 				off=$size ms=5 idle=0 spent=0
+				logtrim "$d" "$off" "$f_lh" "$f_lt"
 				[ "$st" = running ] || { echo "E $st"; rm -f "$d/follow-$f_id"; return 0; }
 				[ "$f_n" -lt 65536 ] && { sleep 0.005 2>/dev/null || :; }
 				continue

@@ -104,6 +104,34 @@ report() {
 	return 0
 }
 
+# logtrim DIR OFF HEAD TAIL keeps the log on disk bounded (env.LogKeep;
+# TAIL 0: no bound): a reader has every byte before OFF, so the log from
+# HEAD (rounded up to a 4 KiB block) to TAIL bytes before OFF (rounded
+# down) is dropped by punching a hole in it with util-linux fallocate: the
+# size and every offset stay, and the hole reads as zeros. The range is
+# recorded first in DIR/omitted, "START END"; its END is where the next
+# punch starts. It acts only once a MiB or more can go (a few builtins
+# otherwise). A fallocate that cannot punch (busybox's has no -p, or the
+# filesystem has no holes) leaves DIR/nopunch, and the whole log is kept.
+logtrim() {
+	[ "$4" -gt 0 ] 2>/dev/null || return 0
+	lt_h=$((($3 + 4095) / 4096 * 4096)) lt_e=$((($2 - $4) / 4096 * 4096))
+	[ $((lt_e - lt_h)) -ge 1048576 ] || return 0
+	[ -f "$1/nopunch" ] && return 0
+	lt_a= lt_b=
+	[ -f "$1/omitted" ] && read -r lt_a lt_b <"$1/omitted"
+	case $lt_b in '' | *[!0-9]*) lt_b=$lt_h ;; esac
+	[ $((lt_e - lt_b)) -ge 1048576 ] || return 0
+	# shellcheck disable=SC2154 # fp is set by findprog (launch.sh)
+	if findprog fallocate && echo "$lt_h $lt_e" >"$1/omitted" &&
+		"$fp" -p -o "$lt_b" -l $((lt_e - lt_b)) "$1/log" >/dev/null 2>&1; then
+		return 0
+	fi
+	if [ -n "$lt_a" ]; then echo "$lt_a $lt_b" >"$1/omitted"; else rm -f "$1/omitted"; fi
+	: >"$1/nopunch"
+	return 0
+}
+
 # readlog FILE OFF MAX prints at most MAX bytes of FILE from byte OFF. Where
 # dd counts in bytes (iflag=skip_bytes,count_bytes: GNU coreutils and
 # busybox both have it; r_dd caches the answer per shell) it is one dd in

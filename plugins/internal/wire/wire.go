@@ -35,8 +35,12 @@ var Handshake = plugin.HandshakeConfig{
 const OutputChunkSize = 256 << 10
 
 // MaxMessageSize is the gRPC message limit both sides set: a chunk of
-// output or a stdin write plus framing.
-const MaxMessageSize = 4 << 20
+// output, a stdin write, or a Start whose command is as long as the
+// daemon's API takes (its 8 MiB request body; a command has no length
+// limit of its own, see env.InlineCommandMax), plus framing. A plugin
+// built with an older SDK (4 MiB) refuses a longer command with
+// ResourceExhausted, an error that says so.
+const MaxMessageSize = 16 << 20
 
 // StreamWindowSize and ConnWindowSize are the HTTP/2 flow-control windows
 // both sides set. Fixed windows turn off grpc-go's bandwidth estimation,

@@ -1,0 +1,92 @@
+package duration
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFromJSON(t *testing.T) {
+	good := []struct {
+		in   string
+		want time.Duration
+	}{
+		{`3600`, time.Hour},
+		{`2.5`, 2500 * time.Millisecond},
+		{`0`, 0},
+		{`"1h"`, time.Hour},
+		{`"1h30m"`, 90 * time.Minute},
+		{`"250ms"`, 250 * time.Millisecond},
+		{`"90"`, 90 * time.Second},
+		{`" 10m "`, 10 * time.Minute},
+		{`""`, 0},
+		{`null`, 0},
+		{`1e3`, 1000 * time.Second},
+	}
+	for _, tc := range good {
+		got, err := FromJSON([]byte(tc.in))
+		if err != nil || got != tc.want {
+			t.Errorf("FromJSON(%s) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	bad := []string{`true`, `false`, `{}`, `{"s":1}`, `[1]`, `-1`, `"-5s"`, `"-5"`, `"soon"`, `"5 parsecs"`,
+		`1e300`, `"1e300"`, `NaN`, `"` + strings.Repeat("x", 10000) + `"`, strings.Repeat("9", 5000)}
+	for _, in := range bad {
+		_, err := FromJSON([]byte(in))
+		if err == nil {
+			t.Errorf("FromJSON(%.40s) accepted it", in)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("FromJSON(%.40s) = %v, which does not match ErrInvalid", in, err)
+		}
+		if msg := err.Error(); len(msg) > 200 || !strings.Contains(msg, "give seconds") {
+			t.Errorf("FromJSON(%.40s): error %q: want a short message that says what to give", in, msg)
+		}
+	}
+}
+
+// TestInStruct: a field of type Duration reads every form, and a bad one
+// fails the whole decode.
+func TestInStruct(t *testing.T) {
+	var v struct {
+		TTL   Duration  `json:"ttl"`
+		Grace *Duration `json:"grace"`
+	}
+	if err := json.Unmarshal([]byte(`{"ttl":3600,"grace":"5s"}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.TTL.D() != time.Hour || v.Grace == nil || v.Grace.D() != 5*time.Second {
+		t.Errorf("decoded %v, %v; want 1h, 5s", v.TTL.D(), v.Grace)
+	}
+	if err := json.Unmarshal([]byte(`{"ttl":true}`), &v); err == nil {
+		t.Error(`"ttl": true was accepted`)
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) != `{"ttl":"1h0m0s","grace":"5s"}` {
+		t.Errorf("Marshal = %s, %v", b, err)
+	}
+	// What is written reads back the same.
+	var back struct {
+		TTL   Duration  `json:"ttl"`
+		Grace *Duration `json:"grace"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || back.TTL != v.TTL || *back.Grace != *v.Grace {
+		t.Errorf("round trip: %+v, %v", back, err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "30s": 30 * time.Second, "30": 30 * time.Second, "0.5": 500 * time.Millisecond} {
+		if got, err := Parse(in); err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1s", "-3", "x", "1y"} {
+		if _, err := Parse(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid", in, err)
+		}
+	}
+}
