@@ -30,6 +30,9 @@ type Registry struct {
 	procs  map[string]*proc
 	envs   map[string]*envSlot
 	admits uint64 // processes ever admitted to procs; see proc.admitted
+	// sessions are the open sessions and those a restart waits for
+	// (session.go).
+	sessions map[string]*session
 
 	ev      *eventBus
 	changes changeSignal
@@ -70,6 +73,9 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.SessionReclaim <= 0 {
+		cfg.SessionReclaim = DefaultSessionReclaim
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{
 		cfg:    cfg,
@@ -79,6 +85,8 @@ func New(cfg Config) (*Registry, error) {
 		stop:   make(chan struct{}),
 		procs:  make(map[string]*proc),
 		envs:   make(map[string]*envSlot),
+
+		sessions: make(map[string]*session),
 	}
 	r.ev = newEventBus(r.log, cfg.SubscriptionBuffer)
 	if cfg.StateFile != "" {

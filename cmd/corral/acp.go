@@ -96,7 +96,7 @@ func runACP(parent context.Context, o acpOptions, agentArgv []string, stdin io.R
 		return err
 	}
 	defer svc.Close()
-	terms, err := acpterm.New(acpterm.Config{Service: svc.Service, Backend: o.backend, Dir: svc.Dir, Env: svc.Env,
+	terms, err := acpterm.New(acpterm.Config{Service: svc.Service, Backend: o.backend, Dir: svc.Dir, Environ: svc.Environ,
 		Grace: o.grace, Logger: slog.Default()})
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("acp: %v", err)}

@@ -68,6 +68,11 @@ type backendOptions struct {
 	// without use; zero keeps it open. Only the daemon, which outlives
 	// its callers, sets it.
 	idleClose time.Duration
+	// environ is the local backend's base environment (nil: this
+	// process's). The daemon sets local.AccountEnviron: its callers send
+	// their own environment, and nothing of the daemon's may reach their
+	// commands.
+	environ []string
 }
 
 // open is the registry's Config.Open: it resolves a target to an
@@ -85,7 +90,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	)
 	switch scheme {
 	case "local":
-		e, err = local.New(local.Options{AllowEnv: b.allowEnv})
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv, Environ: b.environ})
 	case "docker", "docker-image":
 		e, err = docker.Open(ctx, target, docker.Options{})
 	case "ssh":

@@ -106,7 +106,7 @@ func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stder
 	}
 	defer svc.Close()
 	cfg := mcp.Config{Registry: svc.Service, Backend: o.backend, MaxOutput: o.maxOutput,
-		Version: readBuildInfo().Version, Logger: slog.Default(), Dir: svc.Dir, Env: svc.Env}
+		Version: readBuildInfo().Version, Logger: slog.Default(), Dir: svc.Dir, Environ: svc.Environ}
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/daemon"
+	"github.com/corralhq/corral/env/local"
 )
 
 const serveLong = `Run the corral daemon in the foreground: it owns the registry of background
@@ -57,7 +58,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{idleClose: idleClose}.open,
+				Open:         backendOptions{idleClose: idleClose, environ: local.AccountEnviron()}.open,
 				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,
