@@ -37,6 +37,9 @@ type Config struct {
 	HTTPAddr string
 	// Ready, when set, is called once the socket accepts connections.
 	Ready func(Status)
+	// SessionReclaim is registry.Config.SessionReclaim: how long a
+	// restarted daemon waits for a front end to open its session again.
+	SessionReclaim time.Duration
 }
 
 // DefaultMaxProcesses is the daemon's default process limit: larger than
@@ -94,6 +97,8 @@ func Run(ctx context.Context, cfg Config) error {
 		DefaultGrace: cfg.DefaultGrace,
 		Logger:       cfg.Logger,
 		StateFile:    p.StateFile(),
+
+		SessionReclaim: cfg.SessionReclaim,
 	})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
