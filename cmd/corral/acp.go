@@ -41,7 +41,10 @@ a whole process tree, and show in corral ps with the label acp-session=ID.
 
 When the agent exits or the editor disconnects, corral kills every terminal the
 agent created and did not release, then exits with the agent's exit code. By
-default the terminals run in the corral daemon (started if none runs);
+default the terminals run in the corral daemon (started if none runs), which
+holds the proxy's session lease: if corral acp is killed, the daemon kills the
+terminals. On the local backend they get this process's working directory and
+environment (minus credentials, see --allow-env), not the daemon's.
 --in-process hosts a private registry instead.
 
 See docs/acp.md for editor configuration. Diagnostics go to stderr, never to
