@@ -90,6 +90,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/processes/{id}/wait", s.handleWait)
 	mux.HandleFunc("POST "+v+"/processes/{id}/kill", s.handleKill)
 	mux.HandleFunc("POST "+v+"/processes/{id}/stdin", s.handleStdin)
+	mux.HandleFunc("GET "+v+"/sessions", s.handleSessions)
 	mux.HandleFunc("POST "+v+"/sessions", s.handleSessionOpen)
 	mux.HandleFunc("DELETE "+v+"/sessions/{id}", s.handleSessionEnd)
 	mux.HandleFunc("POST "+v+"/processes/{id}/resize", s.handleResize)

@@ -31,6 +31,7 @@ import (
 //
 // DELETE /v1/sessions/{id} ends the session (a front end's clean end):
 // the answer, a SessionEnd, comes once its processes' trees are killed.
+// GET /v1/sessions lists the sessions ([]registry.SessionInfo).
 
 // SessionRequest is the body of POST /v1/sessions.
 type SessionRequest struct {
@@ -92,6 +93,18 @@ func (s *Server) handleSessionOpen(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("session lease dropped: its front end went away without ending it", "session", lease.ID())
 	lease.Drop()
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.reg.Sessions())
+}
+
+// Sessions lists the daemon's sessions: those held, and those a restarted
+// daemon waits for a front end to open again.
+func (c *Client) Sessions(ctx context.Context) ([]registry.SessionInfo, error) {
+	var out []registry.SessionInfo
+	err := c.do(ctx, http.MethodGet, "/sessions", nil, nil, &out)
+	return out, err
 }
 
 func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request) {
@@ -233,6 +246,7 @@ func (s *clientSession) hold(ctx context.Context, body io.ReadCloser) {
 			if ctx.Err() != nil {
 				return
 			}
+			slog.Debug("session lease: not opened again yet", "session", s.id, "err", err)
 			s.c.CloseIdle() // a daemon that comes back is dialled afresh
 		}
 	}

@@ -173,6 +173,18 @@ func TestSessionLeaseSurvivesADaemonRestart(t *testing.T) {
 	// lease comes back by itself, well within the wait.
 	c2, _, stop2 := runDaemonAt(t, dir, 3*time.Second)
 	defer stop2()
+	require.Eventually(t, func() bool {
+		list, err := c2.Sessions(ctx)
+		if err != nil {
+			return false
+		}
+		for _, s := range list {
+			if s.ID == lease.ID() {
+				return s.Holders == 1 && s.ReclaimBy.IsZero()
+			}
+		}
+		return false
+	}, generous, 10*time.Millisecond, "the client did not open its lease again")
 	got := awaitEnd(t, c2, orphaned.ID)
 	assert.Equal(t, registry.StateKilled, got.State)
 	assert.Contains(t, got.Reason, fmt.Sprintf("no front end opened its session %s again", gone))

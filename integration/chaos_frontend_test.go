@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/acpterm"
+	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/internal/acptest"
 	"github.com/corralhq/corral/internal/proctest"
 	"github.com/corralhq/corral/registry"
@@ -99,10 +100,10 @@ func frontEndNoLeftovers(t *testing.T, h *daemonHome, since time.Time, bound tim
 
 // startMCPCmd starts `corral mcp` with environ in dir (stdio) and connects a
 // client; the *exec.Cmd is returned so the test can SIGKILL it.
-func startMCPCmd(t *testing.T, bin string, environ []string, dir string) (*mcp.ClientSession, *exec.Cmd) {
+func startMCPCmd(t *testing.T, bin string, environ []string, dir string, extra ...string) (*mcp.ClientSession, *exec.Cmd) {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "corral-chaos", Version: "1"}, nil)
-	cmd := exec.Command(bin, "mcp", "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"mcp", "--log-level", "warn"}, extra...)...)
 	cmd.Env, cmd.Dir = environ, dir
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -372,4 +373,58 @@ func TestChaosFrontEndEnv(t *testing.T) {
 		assert.Equal(t, want, res[2].Output.Output)
 	})
 	frontEndNoLeftovers(t, h, since, 10*time.Second)
+}
+
+// TestChaosFrontEndDaemonRestart: the daemon is killed with SIGKILL under
+// a live `corral mcp` and started again. The server's session lease comes
+// back by itself (its processes are not killed by the restart), and is
+// still a lease: a SIGKILL of the server then ends the session's trees as
+// before.
+func TestChaosFrontEndDaemonRestart(t *testing.T) {
+	bin := mcpBinary(t)
+	since := time.Now()
+	h := newDaemonHome(t, bin)
+	h.startServe()
+	m := proctest.Marker()
+	proctest.KillOnCleanup(t, m)
+	cs, cmd := startMCPCmd(t, bin, h.env, "")
+	var r mcpTerminalResult
+	mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": treeCommand(m), "background": true}, &r))
+	proctest.WaitRunning(t, m, 3)
+	// The daemon crashes only once its state file holds the process (a
+	// start's own durability is another fault's).
+	stateFile := filepath.Join(h.home, ".local", "state", "corral", "state.json")
+	waitCond(t, "the process in the state file", func() bool {
+		b, err := os.ReadFile(stateFile)
+		return err == nil && strings.Contains(string(b), r.ID)
+	})
+
+	h.crashServe()
+	h.startServe()
+	// The server opens its lease again by itself, within about a second
+	// of the daemon's answer; until then the new daemon waits for it.
+	c := daemon.NewClient(h.socket)
+	defer c.CloseIdle()
+	chaosWithin(t, "mcp: the session lease held again after the daemon's restart", frontEndCall, func() {
+		waitCond(t, "the session held again", func() bool {
+			list, err := c.Sessions(context.Background())
+			return err == nil && len(list) == 1 && list[0].Holders == 1 && list[0].ReclaimBy.IsZero()
+		})
+	})
+	var again mcpTerminalResult
+	mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "true", "background": true}, &again))
+	require.Len(t, proctest.Sleepers(m), 3, "the restart killed the session's tree")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	waitGoneWithin(t, "mcp killed -9 after a daemon restart, its session's trees gone", frontEndGone, killed, m)
+	waitCond(t, "the process listed as killed", func() bool {
+		for _, in := range h.list("") {
+			if in.ID == r.ID {
+				return in.State == registry.StateKilled && !in.TreeRunning
+			}
+		}
+		return false
+	})
+	frontEndNoLeftovers(t, h, since, 10*time.Second, m)
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,9 +72,33 @@ type SessionLease interface {
 // guards it.
 type session struct {
 	holders int
-	// reclaim fires when the front end of a session found at recovery
-	// did not open it again in time; nil once someone holds it.
-	reclaim *time.Timer
+	// reclaim fires at reclaimBy when the front end of a session found at
+	// recovery did not open it again in time; nil once someone holds it.
+	reclaim   *time.Timer
+	reclaimBy time.Time
+}
+
+// SessionInfo describes a session the registry knows of.
+type SessionInfo struct {
+	ID string `json:"id"`
+	// Holders counts the leases held on it (front ends, or one front end
+	// that opened it twice).
+	Holders int `json:"holders"`
+	// ReclaimBy is set while a restarted registry waits for the session's
+	// front end to open it again: its processes are killed then.
+	ReclaimBy time.Time `json:"reclaim_by,omitzero"`
+}
+
+// Sessions lists the open sessions and those a restart waits for, by ID.
+func (r *Registry) Sessions() []SessionInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]SessionInfo, 0, len(r.sessions))
+	for id, s := range r.sessions {
+		out = append(out, SessionInfo{ID: id, Holders: s.holders, ReclaimBy: s.reclaimBy})
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // sessionIDForm is what a session ID looks like, for error messages.
@@ -114,7 +140,7 @@ func (r *Registry) OpenSession(_ context.Context, opts SessionOptions) (SessionL
 	}
 	if s.reclaim != nil {
 		s.reclaim.Stop()
-		s.reclaim = nil
+		s.reclaim, s.reclaimBy = nil, time.Time{}
 		r.log.Info("session opened again after the restart", "session", id)
 	}
 	s.holders++
@@ -215,7 +241,7 @@ func (r *Registry) awaitSessions() {
 			continue
 		}
 		wait := r.cfg.SessionReclaim
-		r.sessions[id] = &session{reclaim: time.AfterFunc(wait, func() { r.reclaimExpired(id, wait) })}
+		r.sessions[id] = &session{reclaim: time.AfterFunc(wait, func() { r.reclaimExpired(id, wait) }), reclaimBy: time.Now().Add(wait)}
 		r.log.Info("recover: waiting for the front end of a session to open it again", "session", id, "within", wait)
 	}
 }
