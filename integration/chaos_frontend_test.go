@@ -184,6 +184,20 @@ func TestChaosFrontEndMCPKilled(t *testing.T) {
 				}
 				return false
 			})
+			// The session is over: a start in it is refused, in one short
+			// sentence that says what to do.
+			c := daemon.NewClient(h.socket)
+			defer c.CloseIdle()
+			gone, err := c.Get(context.Background(), droppedID)
+			require.NoError(t, err)
+			require.NotEmpty(t, gone.Session)
+			assert.Contains(t, gone.Reason, "dropped", "the killed process says why")
+			chaosWithin(t, "a start in the dropped session", frontEndCall, func() {
+				_, err = c.Start(context.Background(), registry.StartOptions{Command: "true", Session: gone.Session})
+			})
+			require.ErrorIs(t, err, registry.ErrInvalidOptions)
+			chaosShortError(t, err.Error())
+			assert.Contains(t, err.Error(), "open a session")
 			assert.Len(t, proctest.Sleepers(kept), 3, "the persisted tree must outlive its session")
 			for _, in := range h.list("") {
 				if in.ID == keptID {
