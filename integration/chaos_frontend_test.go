@@ -367,6 +367,13 @@ func TestChaosFrontEndEnv(t *testing.T) {
 		id := strings.TrimSpace(r.stdout)
 		h.mustRun("wait", id)
 		assert.Equal(t, want, h.mustRun("logs", id))
+		// A relative --dir is the caller's, not the daemon's.
+		require.NoError(t, os.Mkdir(filepath.Join(wd, "sub"), 0o700))
+		r = runIn("start", "--dir", "sub", "--", "pwd")
+		require.Equal(t, 0, r.code, r.stderr)
+		id = strings.TrimSpace(r.stdout)
+		h.mustRun("wait", id)
+		assert.Equal(t, filepath.Join(wd, "sub")+"\n", h.mustRun("logs", id))
 	})
 	t.Run("mcp", func(t *testing.T) {
 		cs, _ := startMCPCmd(t, bin, caller, wd)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -93,11 +94,16 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 				// Through the daemon, the daemon's would apply: the
 				// caller's environment and directory travel explicitly.
 				req.Environ = local.CommandEnviron(os.Environ(), allowEnv)
-				if req.Dir == "" {
-					if wd, err := os.Getwd(); err == nil {
-						req.Dir = wd
-					}
+				dir := req.Dir
+				if dir == "" {
+					dir = "."
 				}
+				// Relative to this shell, not to the daemon's directory.
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return usageErrorf("start: --dir %q: %v", req.Dir, err)
+				}
+				req.Dir = abs
 			}
 			if req.PTY {
 				size := env.DefaultWindowSize
