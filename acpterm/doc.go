@@ -42,4 +42,10 @@
 //   - release kills the tree if anything of it still runs, removes the
 //     process from the registry and forgets the terminal ID: later calls
 //     with it fail with "unknown terminal".
+//
+// Every terminal of a Terminals lives under one session lease
+// (registry.Service.OpenSession), opened by the first terminal/create and
+// ended by Close. Through the daemon the lease is a long-lived request on
+// the socket: a proxy that dies without Close (killed with SIGKILL) has its
+// terminals killed by the daemon when the lease drops.
 package acpterm

@@ -50,8 +50,13 @@ type Config struct {
 	// Dir is the working directory of a terminal whose request gives no
 	// cwd; "" leaves it to the backend.
 	Dir string
-	// Env is the environment every terminal starts with, as NAME=VALUE;
-	// the request's env is added after it and wins.
+	// Environ is the environment terminals start from, as NAME=VALUE
+	// (registry.StartOptions.Environ): corral acp passes its own, filtered
+	// for credentials, on the local backend, where the daemon's would
+	// apply otherwise. Nil: the backend's base environment.
+	Environ []string
+	// Env are variables every terminal gets on top of that, as
+	// NAME=VALUE; the request's env is added after it and wins.
 	Env []string
 	// Labels are added to every terminal's labels.
 	Labels map[string]string
@@ -76,6 +81,12 @@ type Terminals struct {
 	mu     sync.Mutex
 	terms  map[string]*terminal
 	closed bool
+
+	// lease is the session every terminal lives under, opened by the
+	// first terminal/create and ended by Close: should this process die
+	// first, the daemon kills the terminals when the lease drops.
+	leaseMu sync.Mutex
+	lease   registry.SessionLease
 }
 
 // terminal is what Terminals remembers of one terminal/create.
@@ -103,6 +114,11 @@ func New(cfg Config) (*Terminals, error) {
 			return nil, fmt.Errorf("acpterm: Config.Env entry %q is not NAME=VALUE with a name matching [A-Za-z_][A-Za-z0-9_]*", kv)
 		}
 	}
+	for _, kv := range cfg.Environ {
+		if name, _, ok := strings.Cut(kv, "="); !ok || !env.ValidEnvName(name) {
+			return nil, fmt.Errorf("acpterm: Config.Environ entry named %.64q is not NAME=VALUE with a name matching [A-Za-z_][A-Za-z0-9_]*", name)
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -124,6 +140,11 @@ func (t *Terminals) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequ
 	if closed {
 		return acp.CreateTerminalResponse{}, requestError(CodeInternalError, "terminal/create: the terminals are shut down (the agent or the editor went away)")
 	}
+	lease, err := t.holdLease(ctx)
+	if err != nil {
+		return acp.CreateTerminalResponse{}, serviceError("terminal/create", "", err)
+	}
+	opts.Session = lease.ID()
 	info, err := t.cfg.Service.Start(ctx, opts)
 	if err != nil {
 		if info.ID != "" {
@@ -202,6 +223,7 @@ func (t *Terminals) startOptions(p acp.CreateTerminalRequest) (registry.StartOpt
 		Backend: t.cfg.Backend,
 		Command: CommandLine(p.Command, p.Args),
 		Dir:     dir,
+		Environ: t.cfg.Environ,
 		Env:     environ,
 		Labels:  labels,
 	}, limit, nil
@@ -311,9 +333,25 @@ func (t *Terminals) killVerified(ctx context.Context, op, id string) *acp.Reques
 	return nil
 }
 
+// holdLease returns the session the terminals live under, opening it on
+// first use.
+func (t *Terminals) holdLease(ctx context.Context) (registry.SessionLease, error) {
+	t.leaseMu.Lock()
+	defer t.leaseMu.Unlock()
+	if t.lease == nil {
+		lease, err := t.cfg.Service.OpenSession(ctx, registry.SessionOptions{})
+		if err != nil {
+			return nil, err
+		}
+		t.lease = lease
+	}
+	return t.lease, nil
+}
+
 // Close kills every terminal that was created and not released, whatever
-// still runs of each tree; they stay in corral's list as killed. Later
-// calls fail. It returns the kills that failed, joined.
+// still runs of each tree; they stay in corral's list as killed. Then it
+// ends the terminals' session. Later calls fail. It returns the kills
+// that failed, joined.
 func (t *Terminals) Close(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
@@ -325,6 +363,16 @@ func (t *Terminals) Close(ctx context.Context) error {
 		if err := t.killVerified(ctx, "close", id); err != nil && err.Code != CodeResourceNotFound {
 			t.log.Warn("acp terminal not killed", "terminal", id, "err", err)
 			errs = append(errs, err)
+		}
+	}
+	t.leaseMu.Lock()
+	lease := t.lease
+	t.leaseMu.Unlock()
+	if lease != nil {
+		// Also ends what a terminal/create racing with Close started.
+		if _, err := lease.End(ctx); err != nil {
+			t.log.Warn("acp: end of the terminals' session", "session", lease.ID(), "err", err)
+			errs = append(errs, fmt.Errorf("close: end the terminals' session %s: %w", lease.ID(), err))
 		}
 	}
 	return errors.Join(errs...)

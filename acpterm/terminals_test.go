@@ -356,3 +356,21 @@ func TestCommandLine(t *testing.T) {
 	assert.Equal(t, "make test", CommandLine("make test", nil))
 	assert.Equal(t, `exec 'go' 'test' 'it'\''s'`, CommandLine("go", []string{"test", "it's"}))
 }
+
+// The terminals live under one session lease, which Close ends: through
+// the daemon, a proxy that dies without Close has its terminals killed
+// when the lease drops.
+func TestTerminalsLiveUnderASession(t *testing.T) {
+	terms, reg := newTerminals(t)
+	a := create(t, terms, acp.CreateTerminalRequest{Command: "sleep 60"})
+	b := create(t, terms, acp.CreateTerminalRequest{Command: "sleep 60", SessionId: "sess-2"})
+	ia, err := reg.Get(ctxT(t), a)
+	require.NoError(t, err)
+	ib, err := reg.Get(ctxT(t), b)
+	require.NoError(t, err)
+	require.NotEmpty(t, ia.Session)
+	assert.Equal(t, ia.Session, ib.Session, "one lease for the proxy's terminals, whatever their ACP session")
+	require.NoError(t, terms.Close(ctxT(t)))
+	_, err = reg.Start(ctxT(t), registry.StartOptions{Command: "true", Session: ia.Session})
+	assert.ErrorIs(t, err, registry.ErrInvalidOptions, "Close ended the session")
+}

@@ -30,6 +30,14 @@ type StartRequest struct {
 	PTYSize *env.WindowSize `json:"pty_size,omitempty"`
 	Stdin   bool            `json:"stdin,omitempty"`
 
+	// Environ is the caller's whole environment (StartOptions.Environ):
+	// on the local backend the command's environment is Environ plus Env,
+	// nothing of the daemon's. Without it, a local command starts from
+	// the account's minimal environment (HOME, USER, LOGNAME, PATH).
+	Environ []string `json:"environ,omitempty"`
+	// Session is the session (POST /v1/sessions) the process lives under.
+	Session string `json:"session,omitempty"`
+
 	// Name, Replace, Ready, TTL and IdleTimeout are StartOptions'. TTL and
 	// IdleTimeout are Durations (3600 or "1h"). RunRequest's own
 	// IdleTimeout (Run's) takes the place of this one in a run.
@@ -55,6 +63,7 @@ func (req StartRequest) Options() registry.StartOptions {
 		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
 		Name: req.Name, Replace: req.Replace, Ready: req.Ready, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
 	}
+	opts.Environ, opts.Session = req.Environ, req.Session
 	if req.PTY || req.PTYSize != nil {
 		size := env.DefaultWindowSize
 		if req.PTYSize != nil {
@@ -72,6 +81,7 @@ func startRequest(opts registry.StartOptions) StartRequest {
 		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
 		Name: opts.Name, Replace: opts.Replace, Ready: opts.Ready, TTL: Duration(opts.TTL), IdleTimeout: Duration(opts.IdleTimeout),
 	}
+	req.Environ, req.Session = opts.Environ, opts.Session
 	if opts.PTY != nil {
 		size := *opts.PTY
 		req.PTY, req.PTYSize = true, &size

@@ -40,6 +40,9 @@ type Config struct {
 	// BodyTimeout bounds the reading of a request's body (default
 	// BodyTimeout).
 	BodyTimeout time.Duration
+	// SessionReclaim is registry.Config.SessionReclaim: how long a
+	// restarted daemon waits for a front end to open its session again.
+	SessionReclaim time.Duration
 }
 
 // DefaultMaxProcesses is the daemon's default process limit: larger than
@@ -97,6 +100,8 @@ func Run(ctx context.Context, cfg Config) error {
 		DefaultGrace: cfg.DefaultGrace,
 		Logger:       cfg.Logger,
 		StateFile:    p.StateFile(),
+
+		SessionReclaim: cfg.SessionReclaim,
 	})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)

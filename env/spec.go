@@ -30,6 +30,16 @@ type Spec struct {
 	// backend's base environment. Later entries win.
 	Env []string `json:"env,omitempty"`
 
+	// Environ, when non-nil, is the caller's whole environment
+	// (KEY=VALUE). A backend whose base environment is its supervisor's own
+	// (local) starts from Environ instead, so that a supervisor serving
+	// many callers (the daemon) passes on the caller's environment and
+	// none of its own; Env still applies on top. Backends whose base is
+	// the sandbox's (docker, ssh, plugins) ignore it: the environment of
+	// the caller's machine means nothing there. It is taken as given:
+	// filtering credentials out is the caller's part.
+	Environ []string `json:"environ,omitempty"`
+
 	// PTY, when non-nil, runs the command on a pseudo-terminal of that size;
 	// stdout and stderr are then the terminal's output. Nil means pipes.
 	PTY *WindowSize `json:"pty,omitempty"`
@@ -90,7 +100,12 @@ func (s Spec) Validate() error {
 		return &SpecError{Field: "Dir", Value: s.Dir, Reason: "contains a NUL byte"}
 	}
 	for _, kv := range s.Env {
-		if err := validateEnvEntry(kv); err != nil {
+		if err := validateEnvEntry("Env", kv); err != nil {
+			return err
+		}
+	}
+	for _, kv := range s.Environ {
+		if err := validateEnvEntry("Environ", kv); err != nil {
 			return err
 		}
 	}
@@ -103,16 +118,16 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-func validateEnvEntry(kv string) error {
+func validateEnvEntry(field, kv string) error {
 	name, _, ok := strings.Cut(kv, "=")
 	if !ok {
-		return &SpecError{Field: "Env", Value: kv, Reason: "must be KEY=VALUE"}
+		return &SpecError{Field: field, Value: kv, Reason: "must be KEY=VALUE"}
 	}
 	if !ValidEnvName(name) {
-		return &SpecError{Field: "Env", Value: kv, Reason: "variable name must match [A-Za-z_][A-Za-z0-9_]*"}
+		return &SpecError{Field: field, Value: kv, Reason: "variable name must match [A-Za-z_][A-Za-z0-9_]*"}
 	}
 	if strings.IndexByte(kv, 0) >= 0 {
-		return &SpecError{Field: "Env", Value: kv, Reason: "contains a NUL byte"}
+		return &SpecError{Field: field, Value: kv, Reason: "contains a NUL byte"}
 	}
 	return nil
 }

@@ -19,6 +19,19 @@
 // offset fetch the rest. Each session remembers, per process, how far poll
 // and wait have read, so a poll without offset returns what is new.
 //
+// # Sessions
+//
+// Each client session opens a session lease on the registry
+// (registry.Service.OpenSession) when it is initialized; its ID is the
+// session's mcp-session label. Background processes and yielded runs are
+// started in it, except those started with persist, which carry the
+// label mcp-persist instead and outlive the session. When the client
+// session ends, the server ends the lease and the registry kills what
+// the session left running. Through the daemon the lease is a long-lived
+// request on the socket: should this process die without ending it, the
+// daemon kills the session's processes when the lease drops. The policy is
+// the registry's; this server only opens and ends the lease.
+//
 // # Events
 //
 // Each client session gets two registry subscriptions from the moment it

@@ -4,8 +4,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,12 +26,14 @@ type Config struct {
 	// Backend is the target processes run on ("" = the registry's
 	// default).
 	Backend string
-	// Dir and Env are what a command gets when the call names no
-	// workdir, and beneath the call's env: a server whose registry is the
-	// daemon's passes its own working directory and environment on the
-	// local backend, since the daemon's would apply otherwise.
-	Dir string
-	Env []string
+	// Dir is the working directory of a call that names no workdir (and
+	// what a relative one is relative to). Environ is the environment
+	// commands start from, beneath the agent defaults and the call's env
+	// (registry.StartOptions.Environ). A server whose registry is the
+	// daemon's passes its own directory and environment on the local
+	// backend: the daemon's are nobody's.
+	Dir     string
+	Environ []string
 	// MaxOutput caps the output bytes of one tool result (default
 	// DefaultMaxOutput).
 	MaxOutput int
@@ -61,12 +61,14 @@ type Server struct {
 	sessions map[*sdk.ServerSession]*session
 }
 
-// session is the per-client state: event subscriptions and poll cursors.
+// session is the per-client state: its lease, event subscriptions and
+// poll cursors.
 type session struct {
 	ss     *sdk.ServerSession
-	id     string               // the SessionLabel of its processes
-	events registry.EventStream // drained by process action "events"
-	notes  registry.EventStream // drained by the notification pump
+	lease  registry.SessionLease // its processes live under it, but persisted ones
+	id     string                // the lease's ID, also the SessionLabel of its processes
+	events registry.EventStream  // drained by process action "events"
+	notes  registry.EventStream  // drained by the notification pump
 
 	mu      sync.Mutex
 	cursors map[string]int64 // process ID → output byte already handed out
@@ -189,18 +191,27 @@ func (s *Server) session(ss *sdk.ServerSession) *session {
 	if s.closed {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(s.ctx, sessionOpenTimeout)
+	defer cancel()
+	lease, err := s.reg.OpenSession(ctx, registry.SessionOptions{})
+	if err != nil {
+		s.log.Warn("session: no lease on the registry", "err", err)
+		return nil
+	}
 	events, err := s.reg.Events(s.ctx)
 	if err != nil {
+		lease.Drop()
 		s.log.Warn("session: no event subscription", "err", err)
 		return nil
 	}
 	notes, err := s.reg.Events(s.ctx)
 	if err != nil {
 		events.Close()
+		lease.Drop()
 		s.log.Warn("session: no event subscription", "err", err)
 		return nil
 	}
-	se := &session{ss: ss, id: sessionID(), events: events, notes: notes, cursors: make(map[string]int64)}
+	se := &session{ss: ss, lease: lease, id: lease.ID(), events: events, notes: notes, cursors: make(map[string]int64)}
 	s.sessions[ss] = se
 	s.wg.Add(2)
 	go s.pump(se)
@@ -226,34 +237,24 @@ const (
 	PersistLabel = "mcp-persist"
 )
 
+// sessionOpenTimeout bounds the opening of a session's lease.
+const sessionOpenTimeout = 30 * time.Second
+
 // sessionEndKill bounds the kill of a session's processes when it ends.
 const sessionEndKill = 30 * time.Second
 
-// endSession kills what the session left running, except what it started
-// with persist: a later session (or a person, with corral ps and kill)
-// takes those over.
+// endSession ends the session's lease: the registry kills what the
+// session left running, except what it started with persist (those are
+// not the lease's), which a later session (or a person, with corral ps
+// and kill) takes over. Should this process die first, the daemon does
+// the same when the lease drops.
 func (s *Server) endSession(se *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), sessionEndKill)
 	defer cancel()
-	list, err := s.reg.List(ctx, registry.ListOptions{Labels: map[string]string{SessionLabel: se.id}})
+	res, err := se.lease.End(ctx)
 	if err != nil {
-		s.log.Warn("session end: list its processes", "session", se.id, "err", err)
-		return
+		s.log.Warn("session end: kill its processes", "session", se.id, "killed", len(res), "err", err)
 	}
-	for _, in := range list {
-		if in.Labels[PersistLabel] != "" {
-			continue
-		}
-		if _, err := s.reg.Kill(ctx, in.ID, registry.KillOptions{}); err != nil {
-			s.log.Warn("session end: kill", "session", se.id, "id", in.ID, "err", err)
-		}
-	}
-}
-
-func sessionID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // pump turns registry events into MCP log notifications for one session.

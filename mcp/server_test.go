@@ -5,6 +5,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -179,5 +180,43 @@ func TestCloseEndsSessions(t *testing.T) {
 	defer cancel()
 	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "process", Arguments: map[string]any{"action": "list"}}); err == nil {
 		t.Fatal("a call after Close succeeded")
+	}
+}
+
+// A session's processes live under its lease, and its persisted ones do
+// not: the registry, not this server, kills the first when the session
+// ends (or, through the daemon, when this process dies), and leaves the
+// second running.
+func TestSessionLeaseHoldsAllButPersisted(t *testing.T) {
+	srv, cs := connect(t, nil)
+	var plain, kept TerminalResult
+	call(t, cs, "terminal", map[string]any{"command": "sleep 60", "background": true}, &plain)
+	call(t, cs, "terminal", map[string]any{"command": "sleep 60", "background": true, "persist": true}, &kept)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := srv.reg.Get(ctx, plain.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := srv.reg.Get(ctx, kept.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Session == "" || p.Session != p.Labels[SessionLabel] {
+		t.Fatalf("the session's process: session %q, label %q; want the lease's ID in both", p.Session, p.Labels[SessionLabel])
+	}
+	if k.Session != "" || k.Labels[SessionLabel] != p.Session {
+		t.Fatalf("the persisted process: session %q (want none), label %q", k.Session, k.Labels[SessionLabel])
+	}
+	_ = cs.Close()
+	end, err := srv.reg.WaitTree(ctx, plain.ID, 0)
+	if err != nil || end.State != registry.StateKilled {
+		t.Fatalf("the session's process after its end: %v %+v", err, end.State)
+	}
+	if _, err := srv.reg.Start(ctx, registry.StartOptions{Command: "true", Session: p.Session}); !errors.Is(err, registry.ErrInvalidOptions) {
+		t.Fatalf("a start in the ended session: %v", err)
+	}
+	if k, err = srv.reg.Get(ctx, kept.ID); err != nil || k.State != registry.StateRunning {
+		t.Fatalf("the persisted process after the session's end: %v %+v", err, k.State)
 	}
 }

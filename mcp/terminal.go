@@ -200,10 +200,13 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		Watch:   slices.Clone(in.WatchPatterns),
 		Notify:  in.NotifyOnComplete,
 		Labels:  map[string]string{"via": "mcp", SessionLabel: se.id},
-		Env:     append(slices.Clone(s.cfg.Env), agentEnv...),
+		Environ: s.cfg.Environ,
+		Env:     slices.Clone(agentEnv),
 	}
 	if in.Persist {
 		opts.Labels[PersistLabel] = "1"
+	} else {
+		opts.Session = se.id
 	}
 	opts.Name, opts.Replace, opts.Ready = in.Name, in.Replace, ready
 	if in.TTL != nil {

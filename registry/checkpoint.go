@@ -69,6 +69,9 @@ type checkpointRecord struct {
 	Status      *env.ExitStatus   `json:"status,omitempty"`
 	OutputBytes int64             `json:"output_bytes"`
 	Reason      string            `json:"reason,omitempty"`
+	// Session is StartOptions.Session: a restarted registry waits for the
+	// session's front end to open it again (Config.SessionReclaim).
+	Session string `json:"session,omitempty"`
 	// TimedOut is kept only once the process is final: a timeout that
 	// had not ended it yet is the dead supervisor's, not the process's.
 	TimedOut      string   `json:"timed_out,omitempty"`
@@ -107,7 +110,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		ID: in.ID, Backend: in.Backend, Command: in.Command, Dir: in.Dir, Labels: in.Labels,
 		State: in.State, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Foreground: in.Foreground, Notify: in.Notify,
 		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, EndedAt: in.EndedAt,
-		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason,
+		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason, Session: in.Session,
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
 		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: in.TTL, IdleTimeout: in.IdleTimeout,

@@ -29,6 +29,7 @@
 //	names.go       process names: ValidateName, reuse, lookup by name
 //	ready.go       readiness (port, pattern, URL), WaitReady
 //	deadlines.go   a background process's TTL and idle timeout
+//	session.go     sessions: a front end's lease on the processes it starts
 //	ports.go       Ports, and ListOptions.Ports
 //	buffer.go      the bounded head+tail output Buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
@@ -173,6 +174,21 @@
 // processes are dropped after Config.FinishedTTL (30 min), lazily when
 // looked up or listed and by a janitor goroutine; dropping a process
 // removes its state in the sandbox too (Process.Remove).
+//
+// # Sessions
+//
+// A front end that starts processes for someone who may vanish (an MCP
+// session, an ACP proxy) opens a session (OpenSession) and starts them
+// with StartOptions.Session naming it. The session is a lease: End (a
+// clean end), Drop (the front end vanished; in the daemon, its lease
+// request's connection closed) and, after a restart, a reclaim that no
+// front end made within Config.SessionReclaim all kill the trees of the
+// session's processes still running, as Kill does; a dropped or unclaimed
+// session's processes say why in Reason. A start naming a session that is
+// not open is refused, under the lock the end collects the members with,
+// so no process joins a session after its end. The session is recorded
+// with each process in the state file; the caller's environment
+// (StartOptions.Environ) goes to the backend and is kept nowhere.
 //
 // # Events
 //

@@ -110,6 +110,7 @@ func (p *proc) infoLocked() Info {
 		EndedAt:        p.endedTime,
 		OutputBytes:    p.outputBytes(),
 		Reason:         p.reason,
+		Session:        p.opts.Session,
 		TimedOut:       p.timedOut,
 		WatchDisabled:  p.watchDisabled.Load(),
 		Leftover:       p.leftover,
@@ -199,7 +200,13 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	if opts.Backend == "" {
 		opts.Backend = r.cfg.DefaultBackend
 	}
-	spec := env.Spec{Command: opts.Command, Dir: opts.Dir, Env: slices.Clone(opts.Env), PTY: opts.PTY, Stdin: opts.Stdin}
+	spec := env.Spec{Command: opts.Command, Dir: opts.Dir, Env: slices.Clone(opts.Env), Environ: slices.Clone(opts.Environ), PTY: opts.PTY, Stdin: opts.Stdin}
+	// The caller's environment goes to the backend only: a process record
+	// holds no environment (see StartOptions.Environ).
+	opts.Environ = nil
+	if opts.Session != "" && !ValidSessionID(opts.Session) {
+		return nil, fmt.Errorf("%w: session %q: %s", ErrInvalidOptions, clip(opts.Session, 64), sessionIDForm)
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("registry: start: %w", err)
 	}

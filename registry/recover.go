@@ -166,6 +166,7 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 		})
 	}
 	wg.Wait()
+	r.awaitSessions()
 	r.log.Info("recovered processes from the state file", "path", c.path, "restored", rep.Restored, "skipped", rep.Skipped)
 	return rep, nil
 }
@@ -199,6 +200,9 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		Name:        rec.Name,
 		TTL:         rec.TTL,
 		IdleTimeout: rec.IdleTimeout,
+	}
+	if ValidSessionID(rec.Session) {
+		opts.Session = rec.Session
 	}
 	if opts.Name != "" && ValidateName(opts.Name) != nil {
 		opts.Name = "" // not written by this registry: ignore rather than confuse IDs

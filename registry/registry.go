@@ -31,6 +31,9 @@ type Registry struct {
 	envs   map[string]*envSlot
 	gone   map[string]GoneInfo // targets whose sandbox vanished, until opened again
 	admits uint64              // processes ever admitted to procs; see proc.admitted
+	// sessions are the open sessions and those a restart waits for
+	// (session.go).
+	sessions map[string]*session
 
 	ev      *eventBus
 	changes changeSignal
@@ -71,16 +74,20 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.SessionReclaim <= 0 {
+		cfg.SessionReclaim = DefaultSessionReclaim
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{
-		cfg:    cfg,
-		log:    cfg.Logger.With("component", "registry"),
-		ctx:    ctx,
-		cancel: cancel,
-		stop:   make(chan struct{}),
-		procs:  make(map[string]*proc),
-		envs:   make(map[string]*envSlot),
-		gone:   make(map[string]GoneInfo),
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "registry"),
+		ctx:      ctx,
+		cancel:   cancel,
+		stop:     make(chan struct{}),
+		procs:    make(map[string]*proc),
+		envs:     make(map[string]*envSlot),
+		gone:     make(map[string]GoneInfo),
+		sessions: make(map[string]*session),
 	}
 	r.ev = newEventBus(r.log, cfg.SubscriptionBuffer)
 	if cfg.StateFile != "" {

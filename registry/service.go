@@ -54,6 +54,11 @@ type Service interface {
 	// Events subscribes to the events published from now on. Close the
 	// stream when done.
 	Events(ctx context.Context) (EventStream, error)
+
+	// OpenSession opens a front end's session (see session.go): the
+	// processes started with StartOptions.Session naming it are killed
+	// when it ends, or when its lease drops (the front end vanished).
+	OpenSession(ctx context.Context, opts SessionOptions) (SessionLease, error)
 }
 
 // EventStream is a subscription to a Service's events.

@@ -234,6 +234,12 @@ func (r *Registry) register(p *proc) (holder *proc, err error) {
 			return h, nil
 		}
 	}
+	// Checked under the lock a session's end takes too: a process either
+	// joins a session before its end collects the members, or is refused.
+	if err := r.sessionOpenLocked(p.opts.Session); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	pruned := r.pruneExpiredLocked(now)
 	if len(r.procs) >= r.cfg.MaxProcesses {
 		var oldest *proc

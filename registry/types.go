@@ -68,6 +68,11 @@ type Config struct {
 	// processes on every state change (see checkpoint.go) and what
 	// Registry.Recover reads after a restart. Its directory must exist.
 	StateFile string
+
+	// SessionReclaim is how long after Recover a session that running
+	// processes name waits for its front end to open it again before its
+	// processes are killed (see session.go). Default 10 s.
+	SessionReclaim time.Duration
 }
 
 // State is a process's lifecycle state. A process moves from starting to
@@ -145,9 +150,13 @@ type Info struct {
 	OutputBytes int64 `json:"output_bytes"`
 	// Reason explains a lost or failed state, or why the registry killed
 	// the process on its own (a foreground process found running after a
-	// restart, whose caller was lost), or is ReasonOutOfMemory for a
-	// process that exited because the kernel's OOM killer ended it.
+	// restart, whose caller was lost; a process whose session's lease
+	// dropped), or is ReasonOutOfMemory for a process that exited because
+	// the kernel's OOM killer ended it.
 	Reason string `json:"reason,omitempty"`
+	// Session is the session the process lives under
+	// (StartOptions.Session), "" when none.
+	Session string `json:"session,omitempty"`
 	// TimedOut is "", "timeout", "idle_timeout" or "ttl".
 	TimedOut string `json:"timed_out,omitempty"`
 	// Ref re-attaches to a detached process after a supervisor restart.
@@ -218,7 +227,23 @@ type StartOptions struct {
 	// Command is the shell command line (run by the sandbox's /bin/sh -c).
 	Command string
 	Dir     string
-	Env     []string
+	// Env holds extra variables (KEY=VALUE) on top of the base
+	// environment; a named start compares it (see Name).
+	Env []string
+	// Environ is the caller's whole environment, the base of the command
+	// on backends whose base is otherwise the supervisor's own (local;
+	// see env.Spec.Environ); sandbox backends ignore it. Front ends send
+	// it (filtered for credentials) so that a command started through the
+	// daemon gets its caller's environment, not the daemon's. It is
+	// passed to the backend and not kept: neither in Info, nor in the
+	// state file, nor in what a named start compares.
+	Environ []string
+	// Session names the open session (OpenSession) the process lives
+	// under: when the session ends, or its front end's lease drops, the
+	// process's tree is killed. Empty: the process lives on whoever
+	// started it. A session that is not open is refused
+	// (ErrInvalidOptions).
+	Session string
 	// PTY, when non-nil, runs the command on a terminal of that size.
 	PTY *env.WindowSize
 	// Stdin keeps stdin open for Write, Submit and CloseStdin.

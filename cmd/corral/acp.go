@@ -41,7 +41,10 @@ a whole process tree, and show in corral ps with the label acp-session=ID.
 
 When the agent exits or the editor disconnects, corral kills every terminal the
 agent created and did not release, then exits with the agent's exit code. By
-default the terminals run in the corral daemon (started if none runs);
+default the terminals run in the corral daemon (started if none runs), which
+holds the proxy's session lease: if corral acp is killed, the daemon kills the
+terminals. On the local backend they get this process's working directory and
+environment (minus credentials, see --allow-env), not the daemon's.
 --in-process hosts a private registry instead.
 
 See docs/acp.md for editor configuration. Diagnostics go to stderr, never to
@@ -96,7 +99,7 @@ func runACP(parent context.Context, o acpOptions, agentArgv []string, stdin io.R
 		return err
 	}
 	defer svc.Close()
-	terms, err := acpterm.New(acpterm.Config{Service: svc.Service, Backend: o.backend, Dir: svc.Dir, Env: svc.Env,
+	terms, err := acpterm.New(acpterm.Config{Service: svc.Service, Backend: o.backend, Dir: svc.Dir, Environ: svc.Environ,
 		Grace: o.grace, Logger: slog.Default()})
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("acp: %v", err)}

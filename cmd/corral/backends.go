@@ -101,6 +101,11 @@ type backendOptions struct {
 	// logMax bounds each process's log on disk (env.LogKeep): 0 means
 	// $CORRAL_LOG_MAX, else env.DefaultLogMax; negative, no bound.
 	logMax int64
+	// environ is the local backend's base environment (nil: this
+	// process's). The daemon sets local.AccountEnviron: its callers send
+	// their own environment, and nothing of the daemon's may reach their
+	// commands.
+	environ []string
 }
 
 // logMaxEnv is $CORRAL_LOG_MAX (see env.ParseLogMax), 0 when unset; an
@@ -165,7 +170,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	}
 	switch scheme {
 	case "local":
-		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax})
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax, Environ: b.environ})
 	case "docker", "docker-image":
 		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target), LogMax: logMax})
 	case "ssh":

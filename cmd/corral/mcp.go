@@ -38,7 +38,10 @@ processes in the corral daemon (started if none runs), so corral ps shows them
 and corral kill ends them. Each MCP session labels its processes
 mcp-session=ID; when the session ends, corral kills those it left running,
 except those started with persist: they stay in corral ps for a later session
-or a person. --in-process hosts a private registry instead, whose processes all
+or a person. The daemon holds each session's lease, so it does so too when
+corral mcp is killed. On the local backend, commands get this process's working
+directory and environment (minus credentials, see --allow-env), not the
+daemon's. --in-process hosts a private registry instead, whose processes all
 end with the server. With --http HOST:PORT it serves the streamable HTTP
 transport at http://HOST:PORT/mcp on a loopback address only, guarded by a
 bearer token read from --token-file or generated and printed on stderr.
@@ -106,7 +109,7 @@ func runMCP(parent context.Context, o mcpOptions, stdin io.Reader, stdout, stder
 	}
 	defer svc.Close()
 	cfg := mcp.Config{Registry: svc.Service, Backend: o.backend, MaxOutput: o.maxOutput,
-		Version: readBuildInfo().Version, Logger: slog.Default(), Dir: svc.Dir, Env: svc.Env}
+		Version: readBuildInfo().Version, Logger: slog.Default(), Dir: svc.Dir, Environ: svc.Environ}
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("mcp: %v", err)}

@@ -403,7 +403,7 @@ func (o runOptions) startOptions(command string) (registry.StartOptions, error) 
 	if o.backend != "local" {
 		return start, nil
 	}
-	start.Env = append(local.CommandEnviron(os.Environ(), o.allowEnv), o.env...)
+	start.Environ = local.CommandEnviron(os.Environ(), o.allowEnv)
 	dir := o.dir
 	if dir == "" {
 		dir = "."

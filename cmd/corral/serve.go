@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/local"
 )
 
 const serveLong = `Run the corral daemon in the foreground: it owns the registry of background
@@ -68,7 +69,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir), logMax: maxLog}.open,
+				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir), logMax: maxLog, environ: local.AccountEnviron()}.open,
 				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,

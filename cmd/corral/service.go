@@ -21,13 +21,14 @@ const serviceShutdownKill = 30 * time.Second
 // registry that lives and dies with the front end.
 type frontEndService struct {
 	registry.Service
-	// Dir and Env are what a command gets when its request names none:
-	// for the local backend through the daemon, this process's working
-	// directory and environment, which the agent expects its commands to
-	// have (the daemon's are not).
-	Dir   string
-	Env   []string
-	close func()
+	// Dir and Environ are what a command gets when its request names no
+	// directory, and the environment it starts from: for the local
+	// backend, this process's working directory and environment (filtered
+	// for credentials), which the agent expects its commands to have
+	// (the daemon's are not).
+	Dir     string
+	Environ []string
+	close   func()
 }
 
 // Close ends the private registry's processes and the registry, or lets go
@@ -68,7 +69,7 @@ func openFrontEndService(ctx context.Context, what, backend string, inProcess bo
 		if wd, err := os.Getwd(); err == nil {
 			s.Dir = wd
 		}
-		s.Env = local.CommandEnviron(os.Environ(), allowEnv)
+		s.Environ = local.CommandEnviron(os.Environ(), allowEnv)
 	}
 	return s, nil
 }

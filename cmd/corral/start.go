@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/local"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -21,10 +23,13 @@ The daemon (started on first use) keeps it running, collects its output and
 records how it ends; use ps, logs, wait, send and kill with the ID (or a unique
 prefix of at least 4 hex digits).
 
-COMMAND is given after "--" as for corral run. It runs in --dir, by default
-corral's current directory for the local backend. It gets the daemon's
-environment (minus secret-looking variables) plus --env KEY=VALUE: the
-environment of this corral invocation is not passed on.
+COMMAND is given after "--" as for corral run. On the local backend it runs
+in --dir, by default corral's current directory, with the environment of this
+corral invocation minus variables that look like credentials (see corral run
+--help; --allow-env NAME passes one on), plus --env KEY=VALUE: a command
+started inside a virtualenv gets that virtualenv, and nothing of the daemon's
+own environment. On a docker or ssh backend it gets the sandbox's environment
+plus --env.
 
 --watch PATTERN publishes an event (corral events -f) when an output line
 contains PATTERN; --notify marks the exit event as one you want to hear of: it is
@@ -44,11 +49,12 @@ that long without output.`
 
 func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		req     daemon.StartRequest
-		dev     devFlags
-		labels  []string
-		asJSON  bool
-		backend string
+		req      daemon.StartRequest
+		dev      devFlags
+		labels   []string
+		asJSON   bool
+		backend  string
+		allowEnv []string
 	)
 	cmd := &cobra.Command{
 		Use:   "start [flags] -- COMMAND...",
@@ -78,11 +84,26 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req.Labels, req.Backend, req.Command = l, backend, commandLine(args)
-			if req.Dir == "" && backend == "local" {
-				if wd, err := os.Getwd(); err == nil {
-					req.Dir = wd
+			for _, name := range allowEnv {
+				if !env.ValidEnvName(name) {
+					return usageErrorf("start: --allow-env %q: give a variable name matching [A-Za-z_][A-Za-z0-9_]*", name)
 				}
+			}
+			req.Labels, req.Backend, req.Command = l, backend, commandLine(args)
+			if backend == "local" {
+				// Through the daemon, the daemon's would apply: the
+				// caller's environment and directory travel explicitly.
+				req.Environ = local.CommandEnviron(os.Environ(), allowEnv)
+				dir := req.Dir
+				if dir == "" {
+					dir = "."
+				}
+				// Relative to this shell, not to the daemon's directory.
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return usageErrorf("start: --dir %q: %v", req.Dir, err)
+				}
+				req.Dir = abs
 			}
 			if req.PTY {
 				size := env.DefaultWindowSize
@@ -125,6 +146,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&req.PTY, "pty", false, "run on a pseudo-terminal (not re-attached after a daemon restart)")
 	f.BoolVar(&req.Stdin, "stdin", false, "keep stdin open for corral send")
 	f.StringArrayVar(&req.Env, "env", nil, "set a variable KEY=VALUE (repeatable)")
+	f.StringArrayVar(&allowEnv, "allow-env", nil, "pass this secret-looking variable of corral's environment on (repeatable; local backend)")
 	f.StringVar(&req.Dir, "dir", "", "working directory (default: the current one, for the local backend)")
 	f.BoolVar(&asJSON, "json", false, "print the process as JSON")
 	dev.addFlags(cmd)

@@ -144,6 +144,18 @@
 // once the exit is recorded, and errLost (naming the shim) when the server
 // is gone, since the terminal went with it.
 //
+// # Environment
+//
+// A command's environment is the caller's when the Spec carries one
+// (Spec.Environ, as given), else the Env's base (Options.Environ, default
+// os.Environ(), minus variables that look like credentials unless
+// Options.AllowEnv names them); then Spec.Env on top, one entry per name,
+// the last value winning (the shim starts commands with ForkExec, which
+// would pass duplicates on). The shim's variable is never passed on. A
+// supervisor that serves other callers (the daemon) sets Options.Environ to
+// AccountEnviron, so that a caller that sends no environment gets the
+// account's minimal one, never the supervisor's own.
+//
 // # Stdin on a terminal
 //
 // A terminal has no half-close: CloseStdin on a PTY writes the terminal's

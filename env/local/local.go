@@ -33,9 +33,13 @@ type Options struct {
 	// nevertheless.
 	AllowEnv []string
 
-	// Environ is the base environment; nil means os.Environ(). It is
-	// always filtered: secret-looking variables not named in AllowEnv are
-	// dropped; Spec.Env is applied on top, unfiltered.
+	// Environ is the base environment of a command whose Spec has no
+	// Environ (the caller's); nil means os.Environ(). It is always
+	// filtered: secret-looking variables not named in AllowEnv are
+	// dropped. Spec.Environ, when given, replaces it, as given; Spec.Env
+	// is applied on top, unfiltered. A supervisor that serves other
+	// callers sets AccountEnviron here, so that nothing of its own
+	// environment reaches their commands.
 	Environ []string
 
 	// DisableCgroup forces the process-group-plus-scan tree kill even where
@@ -183,15 +187,47 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// commandEnv is the environment a command gets: the filtered base plus
-// spec.Env (later entries win; os/exec removes the duplicates). The shim
-// variable is never passed on, even when a Spec names it: it would turn a
-// corral binary run by the command into a shim.
+// commandEnv is the environment a command gets: the caller's
+// (spec.Environ) when it sent one, else the filtered base, plus spec.Env,
+// one entry per name (later entries win). The shim variable is never
+// passed on, even when a Spec names it: it would turn a corral binary run
+// by the command into a shim.
 func (e *Env) commandEnv(spec env.Spec) []string {
-	out := make([]string, 0, len(e.baseEnv)+len(spec.Env)+1)
-	out = append(out, e.baseEnv...)
+	base := e.baseEnv
+	if spec.Environ != nil {
+		base = spec.Environ
+	}
+	out := make([]string, 0, len(base)+len(spec.Env)+1)
+	out = append(out, base...)
 	out = append(out, spec.Env...)
-	return dropVars(out, func(name string) bool { return name == shimEnvVar })
+	return dedupEnv(dropVars(out, func(name string) bool { return name == shimEnvVar }))
+}
+
+// dedupEnv keeps the last entry of each name, in the place of the first.
+// os/exec does the same for a plain start, but the shim starts commands
+// with syscall.ForkExec, which passes duplicates on: a C program's getenv
+// would then see the first (the base's) value, not the caller's.
+func dedupEnv(environ []string) []string {
+	last := make(map[string]int, len(environ))
+	for i, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	if len(last) == len(environ) {
+		return environ
+	}
+	out := environ[:0:0]
+	for i, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if j, ok := last[name]; ok {
+			if j != i {
+				kv = environ[j]
+			}
+			out = append(out, kv)
+			delete(last, name)
+		}
+	}
+	return out
 }
 
 // Attach re-attaches to a detached process from its Ref.

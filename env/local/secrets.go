@@ -1,9 +1,12 @@
 package local
 
 import (
+	"os/user"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/corralhq/corral/env"
 )
 
 // secretPatterns lists the glob patterns (path.Match syntax, matched against
@@ -39,11 +42,37 @@ func isSecretName(name string) bool {
 
 // CommandEnviron returns the entries of environ that the local backend
 // passes to a command: those that do not look like credentials, and those
-// allow names. A client that runs a command through the daemon on the
-// local backend sends its own environment filtered so, since the daemon's
-// is not the caller's.
+// allow names; never the shim's variable, nor an entry whose name no
+// portable shell can hold (a bash exported function, BASH_FUNC_f%%). A
+// client of the daemon sends its own environment filtered so as the
+// command's (env.Spec.Environ), since the daemon's is not the caller's.
 func CommandEnviron(environ, allow []string) []string {
-	return dropVars(filterSecrets(environ, allow), func(name string) bool { return name == shimEnvVar })
+	return dropVars(filterSecrets(environ, allow), func(name string) bool { return name == shimEnvVar || !env.ValidEnvName(name) })
+}
+
+// DefaultPath is the PATH of AccountEnviron: the system's directories, as
+// a login shell of a fresh account would have them.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// AccountEnviron is the base environment of a supervisor that serves other
+// callers (the daemon): what a command gets from it when its caller sent
+// no environment (an API client that gives no environ). It holds the
+// account's HOME, USER and LOGNAME (from the user database, not from the
+// supervisor's environment) and DefaultPath, and nothing of the
+// environment the supervisor happened to be started with: a daemon
+// auto-started from a shell with a virtualenv, KUBECONFIG or AWS_PROFILE
+// must not hand them to every later caller.
+func AccountEnviron() []string {
+	out := []string{"PATH=" + DefaultPath}
+	if u, err := user.Current(); err == nil {
+		if u.HomeDir != "" {
+			out = append(out, "HOME="+u.HomeDir)
+		}
+		if u.Username != "" {
+			out = append(out, "USER="+u.Username, "LOGNAME="+u.Username)
+		}
+	}
+	return out
 }
 
 // filterSecrets returns environ (KEY=VALUE entries) without the entries whose

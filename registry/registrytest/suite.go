@@ -53,6 +53,8 @@ func Run(t *testing.T, svc registry.Service) {
 		{"EventsSkipReportedExit", testEventsSkipReportedExit},
 		{"Errors", testErrors},
 		{"NamesAndReadiness", testNamesAndReadiness},
+		{"Sessions", testSessions},
+		{"Environ", testEnviron},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := suite{svc: svc, label: map[string]string{"registrytest": tc.name + "-" + token()}}
@@ -335,6 +337,50 @@ func testRunCancelKills(t *testing.T, s suite) {
 	require.NoError(t, err)
 	assert.True(t, got.State.Final())
 	assert.False(t, got.TreeRunning, "nothing of the tree is left")
+}
+
+// testSessions: a session's end kills its processes' trees and no other;
+// a dropped lease does the same in the background; a start in a session
+// that is not open is refused.
+func testSessions(t *testing.T, s suite) {
+	lease, err := s.svc.OpenSession(ctxFor(t), registry.SessionOptions{})
+	require.NoError(t, err)
+	require.True(t, registry.ValidSessionID(lease.ID()), "session ID %q", lease.ID())
+	member := s.start(t, registry.StartOptions{Command: "sleep 60 & sleep 60; wait", Session: lease.ID()})
+	assert.Equal(t, lease.ID(), member.Session)
+	outside := s.start(t, registry.StartOptions{Command: "sleep 60"})
+	res, err := lease.End(ctxFor(t))
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, member.ID, res[0].ID)
+	assert.Equal(t, registry.StateKilled, res[0].State)
+	assert.Empty(t, res[0].Survivors, "End returns once the tree is gone")
+	got, err := s.svc.WaitTree(ctxFor(t), member.ID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, registry.StateKilled, got.State)
+	got, err = s.svc.Get(ctxFor(t), outside.ID)
+	require.NoError(t, err)
+	assert.Equal(t, registry.StateRunning, got.State, "a process outside the session")
+	_, err = s.svc.Start(ctxFor(t), registry.StartOptions{Command: "true", Session: lease.ID(), Labels: s.label})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions, "a start in an ended session")
+
+	dropped, err := s.svc.OpenSession(ctxFor(t), registry.SessionOptions{})
+	require.NoError(t, err)
+	orphan := s.start(t, registry.StartOptions{Command: "sleep 60", Session: dropped.ID()})
+	dropped.Drop()
+	require.Eventually(t, func() bool {
+		got, err := s.svc.Get(ctxFor(t), orphan.ID)
+		return err == nil && got.State == registry.StateKilled && !got.TreeRunning && got.Reason != ""
+	}, generous, 5*time.Millisecond, "the dropped session's process was not killed")
+}
+
+// testEnviron: the caller's environment is the command's whole base
+// environment on the suite's (local) backend, with Env on top.
+func testEnviron(t *testing.T, s suite) {
+	in := s.start(t, registry.StartOptions{Command: `printf '%s|%s|%s\n' "${ONLY_CALLER-unset}" "${OVERRIDDEN-unset}" "${HOME-unset}"`,
+		Environ: []string{"ONLY_CALLER=c", "OVERRIDDEN=caller", "PATH=/usr/bin:/bin"}, Env: []string{"OVERRIDDEN=env"}})
+	_, out := s.output(t, in.ID)
+	assert.Equal(t, "c|env|unset\n", out, "Environ is the whole base: nothing of the supervisor's (HOME) is added")
 }
 
 type writerFunc func([]byte) (int, error)
