@@ -64,38 +64,13 @@ func waitGoneWithin(t *testing.T, what string, bound time.Duration, since time.T
 }
 
 // frontEndNoLeftovers stops h's daemon without killing anything, then is
-// chaosNoLeftovers for the processes of this test's corral user only:
-// those whose environment names h's directory (its commands, which get
-// HOME from their caller, and the shim, whose state directory is there).
-// The machine may run other corral tests at the same time, whose
-// processes are theirs to clean up.
+// chaosNoLeftovers for the processes of this test's corral user only
+// (homeScope): the machine may run other corral tests at the same time,
+// whose processes are theirs to clean up.
 func frontEndNoLeftovers(t *testing.T, h *daemonHome, since time.Time, bound time.Duration, markers ...string) {
 	t.Helper()
 	h.mustRun("shutdown")
-	root := filepath.Dir(h.home)
-	ours := func() []string {
-		var out []string
-		for _, l := range chaosLeftovers(since, markers...) {
-			pid, _, _ := strings.Cut(l, " ")
-			environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
-			if err == nil && strings.Contains(string(environ), root) {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	deadline := time.Now().Add(bound)
-	for {
-		left := ours()
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("chaos: %d processes of this test left running after %s:\n  %s", len(left), bound, strings.Join(left, "\n  "))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chaosNoLeftoversWhere(t, since, bound, homeScope(h), markers...)
 }
 
 // startMCPCmd starts `corral mcp` with environ in dir (stdio) and connects a

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,8 +72,23 @@ var corralMarkers = []string{"corral-parent", "corral-command", "corral-shim"}
 // after since whose command line holds one of corral's markers or one of
 // extra (a test's own marker), skipping this test binary. Processes of
 // earlier runs on the same machine are told apart by their start time.
+// Tests running at the same time on the machine are not: a test that
+// judges only its own processes narrows with chaosLeftoversWhere.
 func chaosLeftovers(since time.Time, extra ...string) []string {
+	return chaosLeftoversWhere(since, nil, extra...)
+}
+
+// chaosLeftoversWhere is chaosLeftovers narrowed to processes with an
+// environment entry (NAME=VALUE) that match accepts (nil: every process).
+// Every process of a test's daemon home has its directory in HOME or
+// XDG_RUNTIME_DIR (homeScope), every session of a test's sshd
+// SSH_CONNECTION ending in the server's port, every process of a
+// container HOSTNAME set to the container's: so what a test leaves is
+// told apart from what other tests on this machine run. A wrapper's long
+// script is left out of the command line shown.
+func chaosLeftoversWhere(since time.Time, match func(kv string) bool, extra ...string) []string {
 	boot := bootTime()
+	markers := append(slices.Clone(extra), corralMarkers...)
 	entries, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range entries {
@@ -96,26 +112,49 @@ func chaosLeftovers(since time.Time, extra ...string) []string {
 			continue
 		}
 		cmdline := strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")
-		for _, m := range append(extra, corralMarkers...) {
-			if m != "" && strings.Contains(cmdline, m) {
-				if len(cmdline) > 120 {
-					cmdline = cmdline[:120] + "…"
-				}
-				out = append(out, strconv.Itoa(pid)+" "+cmdline)
-				break
+		if !slices.ContainsFunc(markers, func(m string) bool { return m != "" && strings.Contains(cmdline, m) }) {
+			continue
+		}
+		if match != nil {
+			environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !slices.ContainsFunc(strings.Split(string(environ), "\x00"), match) {
+				continue
 			}
 		}
+		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(argv) > 2 && argv[1] == "-c" {
+			argv[2] = "SCRIPT"
+		}
+		line := strings.Join(argv, " ")
+		if len(line) > 160 {
+			line = line[:160] + "…"
+		}
+		out = append(out, strconv.Itoa(pid)+" "+line)
 	}
 	return out
+}
+
+// homeScope matches the environment entries that name h's directories:
+// the daemon of h, its local shim and the local commands it starts have
+// them in HOME and XDG_RUNTIME_DIR.
+func homeScope(h *daemonHome) func(kv string) bool {
+	root := filepath.Dir(h.home)
+	return func(kv string) bool { return strings.Contains(kv, root) }
 }
 
 // chaosNoLeftovers waits up to bound for chaosLeftovers(since, extra...) to
 // be empty and fails the test naming what is left.
 func chaosNoLeftovers(t *testing.T, since time.Time, bound time.Duration, extra ...string) {
 	t.Helper()
+	chaosNoLeftoversWhere(t, since, bound, nil, extra...)
+}
+
+// chaosNoLeftoversWhere is chaosNoLeftovers for chaosLeftoversWhere.
+func chaosNoLeftoversWhere(t *testing.T, since time.Time, bound time.Duration, match func(kv string) bool, extra ...string) {
+	t.Helper()
 	deadline := time.Now().Add(bound)
 	for {
-		left := chaosLeftovers(since, extra...)
+		left := chaosLeftoversWhere(since, match, extra...)
 		if len(left) == 0 {
 			return
 		}
@@ -148,25 +187,31 @@ func bootTime() time.Time {
 }
 
 // TestChaosLeftoverCheck proves the suite's leftover check sees what it
-// must: a process with a test marker started after the mark, and nothing
-// of the same marker once it is gone.
+// must: a process with a test marker started after the mark, only within
+// its scope, and nothing of it once it is gone.
 func TestChaosLeftoverCheck(t *testing.T) {
 	since := time.Now()
 	marker := "chaos-selftest-" + strconv.Itoa(os.Getpid())
+	scope := "CORRAL_CHAOS_SELFTEST=" + marker
+	ours := func(kv string) bool { return kv == scope }
 	// GNU sleep adds up its arguments: the marker must not be one, so it
 	// travels as the name of a shell that runs sleep.
 	cmd := exec.Command("sh", "-c", "sleep 30; :", marker)
+	cmd.Env = append(os.Environ(), scope)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if left := chaosLeftovers(since, marker); len(left) != 1 {
-		t.Fatalf("chaosLeftovers found %d processes with the marker, want 1: %q", len(left), left)
+	if left := chaosLeftoversWhere(since, ours, marker); len(left) != 1 {
+		t.Fatalf("chaosLeftoversWhere found %d processes with the marker in scope, want 1: %q", len(left), left)
 	}
-	if left := chaosLeftovers(time.Now().Add(time.Minute), marker); len(left) != 0 {
-		t.Fatalf("chaosLeftovers counted a process started before the mark: %q", left)
+	if left := chaosLeftoversWhere(since, func(string) bool { return false }, marker); len(left) != 0 {
+		t.Fatalf("chaosLeftoversWhere counted a process out of its scope: %q", left)
+	}
+	if left := chaosLeftoversWhere(time.Now().Add(time.Minute), ours, marker); len(left) != 0 {
+		t.Fatalf("chaosLeftoversWhere counted a process started before the mark: %q", left)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	chaosNoLeftovers(t, since, 5*time.Second, marker)
+	chaosNoLeftoversWhere(t, since, 5*time.Second, ours, marker)
 }

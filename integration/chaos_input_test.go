@@ -75,42 +75,6 @@ func chaosDaemon(t *testing.T, envs []string, extra ...string) (h *daemonHome, c
 	return h, c, stop
 }
 
-// chaosNoLeftoversOf is chaosNoLeftovers for the processes of one daemon
-// home: those whose environment names the home's directory (the daemon,
-// its local shim and the local commands inherit HOME and XDG_RUNTIME_DIR
-// from it). Other tests on a shared machine start processes with corral's
-// markers at the same time; they are not this test's to judge.
-func chaosNoLeftoversOf(t *testing.T, h *daemonHome, since time.Time, bound time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		left := chaosLeftoversOf(h, since)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("chaos: %d processes of this test's daemon left running after %s:\n  %s", len(left), bound, strings.Join(left, "\n  "))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// chaosLeftoversOf is chaosLeftovers(since) restricted to the processes
-// of h's daemon (see chaosNoLeftoversOf).
-func chaosLeftoversOf(h *daemonHome, since time.Time) []string {
-	root := filepath.Dir(h.home)
-	var out []string
-	for _, l := range chaosLeftovers(since) {
-		pid, _, _ := strings.Cut(l, " ")
-		environ, err := os.ReadFile("/proc/" + pid + "/environ")
-		if err == nil && strings.Contains(string(environ), root) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // TestChaosInputLongCommand: commands of 200 KB (over Linux's 128 KiB
 // argument limit) and 4 MB run through the daemon on the local backend and
 // in a docker container, each within its bound, with the whole command
@@ -148,7 +112,7 @@ func TestChaosInputLongCommand(t *testing.T) {
 		}
 	}
 	stop()
-	chaosNoLeftoversOf(t, h, since, 30*time.Second)
+	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
 }
 
 // rss is the resident memory of process pid, in bytes.
@@ -233,7 +197,7 @@ func TestChaosInputFailedStarts(t *testing.T) {
 	}
 	chaosShortError(t, msg, command[100:200])
 	stop()
-	chaosNoLeftoversOf(t, h, since, 30*time.Second)
+	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
 }
 
 // chaosRaw sends one request with a literal body and returns the status
@@ -286,7 +250,7 @@ func TestChaosInputMalformed(t *testing.T) {
 	}
 	// The leftover check sees this daemon's processes: its local shim
 	// runs the sleep.
-	if left := chaosLeftoversOf(h, since); len(left) == 0 {
+	if left := chaosLeftoversWhere(since, homeScope(h)); len(left) == 0 {
 		t.Error("chaos: the leftover check sees no process of this daemon while one runs")
 	}
 	for _, v := range []string{`true`, `-5`, `{"h":1}`, `"soon"`} {
@@ -329,7 +293,7 @@ func TestChaosInputMalformed(t *testing.T) {
 		}
 	})
 	stop()
-	chaosNoLeftoversOf(t, h, since, 30*time.Second)
+	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
 }
 
 // allocated is what path takes on disk.
@@ -381,5 +345,5 @@ func TestChaosInputLogOnDisk(t *testing.T) {
 		t.Errorf("chaos: logs -f printed %d notices of omitted output:\n%.500s", notices, r.stderr)
 	}
 	stop()
-	chaosNoLeftoversOf(t, h, since, 30*time.Second)
+	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
 }

@@ -75,7 +75,7 @@ func TestChaosOOMDocker(t *testing.T) {
 		_, err := cli.ContainerInspect(context.Background(), sandbox, client.ContainerInspectOptions{})
 		return err != nil
 	})
-	chaosNoLeftovers(t, since, 10*time.Second, marker)
+	chaosNoLeftoversWhere(t, since, 10*time.Second, homeScope(h), marker)
 }
 
 // TestChaosOOMLocal: a memory hog on the local backend, whose daemon runs
@@ -105,7 +105,7 @@ func TestChaosOOMLocal(t *testing.T) {
 	h.mustRun("shutdown", "--kill-all")
 	h.serve.Wait()
 	h.serve = nil
-	chaosNoLeftovers(t, since, 10*time.Second, marker)
+	chaosNoLeftoversWhere(t, since, 10*time.Second, homeScope(h), marker)
 }
 
 // oomMarker is a sleep duration unique to the test (dash, bash and

@@ -1,12 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,52 +21,6 @@ import (
 // 5): a docker-image sandbox removed under its processes, a docker://NAME
 // container replaced, two daemons on one image, and an SSH host whose
 // connections are cut while spares are armed.
-
-// chaosEnvLeftovers is chaosLeftovers narrowed to processes with an
-// environment entry (NAME=VALUE) that match accepts: every session of a
-// test's sshd has SSH_CONNECTION ending in the server's port, every
-// process of a container HOSTNAME set to the container's, so what a test
-// leaves is told apart from what other tests on this machine run, even
-// under the same state directory. A wrapper's long script is left out of
-// the command line shown.
-func chaosEnvLeftovers(since time.Time, match func(kv string) bool) []string {
-	var out []string
-	for _, l := range chaosLeftovers(since) {
-		pid, _, _ := strings.Cut(l, " ")
-		environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
-		if err != nil || !slices.ContainsFunc(bytes.Split(environ, []byte{0}), func(kv []byte) bool { return match(string(kv)) }) {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if len(argv) > 2 && argv[1] == "-c" {
-			argv[2] = "SCRIPT"
-		}
-		out = append(out, pid+" "+strings.Join(argv, " "))
-	}
-	return out
-}
-
-// chaosNoEnvLeftovers waits up to bound for chaosEnvLeftovers to be empty
-// and fails the test naming what is left.
-func chaosNoEnvLeftovers(t *testing.T, since time.Time, bound time.Duration, match func(kv string) bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		left := chaosEnvLeftovers(since, match)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("chaos: %d processes of corral left on the host after %s:\n  %s", len(left), bound, strings.Join(left, "\n  "))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // chaosDoctorStatus returns the status word corral doctor gives the line
 // called name ("open TARGET"): ok, connected, gone…; "" when it has none.
@@ -127,7 +77,7 @@ func TestChaosSandboxSSHReconnect(t *testing.T) {
 	h.startServe()
 	t.Cleanup(func() {
 		// A failed run must not leave its processes behind either.
-		for _, l := range chaosEnvLeftovers(since, mark) {
+		for _, l := range chaosLeftoversWhere(since, mark) {
 			pid, _, _ := strings.Cut(l, " ")
 			if n, err := strconv.Atoi(pid); err == nil {
 				syscall.Kill(n, syscall.SIGKILL)
@@ -168,7 +118,7 @@ func TestChaosSandboxSSHReconnect(t *testing.T) {
 	chaosWithin(t, "shutdown --kill-all", 30*time.Second, func() {
 		h.mustRun("shutdown", "--kill-all")
 	})
-	chaosNoEnvLeftovers(t, since, 15*time.Second, mark)
+	chaosNoLeftoversWhere(t, since, 15*time.Second, mark)
 }
 
 // chaosContainer is what a test needs to know of a container: its ID and
@@ -323,7 +273,7 @@ func TestChaosSandboxRemoved(t *testing.T) {
 		_, ok := inspectContainer(t, cli, box)
 		return !ok
 	})
-	chaosNoEnvLeftovers(t, since, 15*time.Second, inContainer(fresh))
+	chaosNoLeftoversWhere(t, since, 15*time.Second, inContainer(fresh))
 }
 
 // TestChaosSandboxContainerReplaced removes the container of a
