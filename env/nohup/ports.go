@@ -32,8 +32,8 @@ var (
 	_ env.PortLister     = (*Env)(nil)
 	_ env.TreePortLister = (*Env)(nil)
 	_ env.URLChecker     = (*Env)(nil)
-	_ env.PortLister = (*process)(nil)
-	_ env.PortWaiter = (*process)(nil)
+	_ env.PortLister     = (*process)(nil)
+	_ env.PortWaiter     = (*process)(nil)
 )
 
 // listenReport is what l_report prints, decoded.
