@@ -42,6 +42,10 @@ const (
 	// EventTTLExpired: a process's TTL ran out and its tree is being
 	// killed.
 	EventTTLExpired EventType = "ttl_expired"
+	// EventKillFinished: a kill that its backend did not answer
+	// (KillResult.Unreachable, Info.KillPending) ran once the backend
+	// answered again; Kill is its outcome.
+	EventKillFinished EventType = "kill_finished"
 )
 
 // Rate limits of the event stream (see the package documentation).
@@ -91,6 +95,8 @@ type Event struct {
 	// Dropped counts events this subscriber lost just before this one
 	// because it read too slowly.
 	Dropped int64 `json:"dropped,omitempty"`
+	// Kill is the outcome of a kill_finished event's kill.
+	Kill *KillResult `json:"kill,omitempty"`
 
 	// consumed is the process's "a caller received the final result"
 	// flag, shared by every copy of an exited event so that the check
@@ -280,7 +286,7 @@ func (b *eventBus) publish(ev Event) {
 		return
 	}
 	now := time.Now()
-	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired {
+	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired || ev.Type == EventKillFinished {
 		b.deliverLocked(ev, now)
 		return
 	}

@@ -315,6 +315,36 @@ func (c *conn) connStatus() env.ConnStatus {
 	return st
 }
 
+// health is Transport.Health. The keepalive is sent on the live client
+// and waited for within ctx only: unlike the supervisor's, a check that
+// gets no answer does not close the client (the supervisor decides that).
+func (c *conn) health(ctx context.Context) env.Health {
+	c.mu.Lock()
+	client, closed, idle, downErr := c.client, c.closed, c.idle, c.downErr
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "the connection was closed"}
+	case client == nil && idle && downErr == nil:
+		return env.Health{Condition: env.ConditionOK}
+	case client == nil && idle:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("the last dial of %s failed: %.160v", c.d.name, downErr)}
+	case client == nil:
+		detail := fmt.Sprintf("the connection to %s is down; reconnecting", c.d.name)
+		if downErr != nil {
+			detail = fmt.Sprintf("%s: %.160v", detail, downErr)
+		}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: detail}
+	}
+	if err := c.roundTrip(ctx, client, c.d.opts.KeepAliveTimeout); err != nil {
+		if ctx.Err() != nil {
+			return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("%s does not answer: no reply to a keepalive in time", c.d.name)}
+		}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("%s: keepalive failed: %.160v", c.d.name, err)}
+	}
+	return env.Health{Condition: env.ConditionOK}
+}
+
 // notifyLocked wakes everyone waiting for a change; c.mu must be held.
 func (c *conn) notifyLocked() {
 	close(c.changed)
