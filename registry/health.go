@@ -31,8 +31,8 @@ import (
 //     shown but never makes a kill pending on its own: a busy machine can
 //     overrun a deadline.
 //
-// An environment without a HealthChecker (local) has no prober: it is ok
-// unless an observation marked it, until the next successful call.
+// An environment without a HealthChecker (local) is ok: its prober only
+// clears what an observation marked, and resumes pending kills.
 //
 // When a backend comes back to ok, the kills left pending on it run again
 // (kill.go); a condition change also wakes Changed, so the dashboard
@@ -120,13 +120,12 @@ func (r *Registry) condition(target string) (env.Health, bool) {
 	return h, !observed
 }
 
-// watchHealth starts the prober of a newly opened environment, when it
-// can be checked. Called once per slot, after its Open succeeded.
+// watchHealth starts the prober of a newly opened environment. Called
+// once per slot, after its Open succeeded. An environment that cannot be
+// checked is taken to be ok at each round, which clears what an
+// observation marked and resumes the kills left pending on it.
 func (r *Registry) watchHealth(target string, slot *envSlot) {
-	hc, ok := slot.env.(env.HealthChecker)
-	if !ok {
-		return
-	}
+	hc, _ := slot.env.(env.HealthChecker)
 	r.goTracked(func() { r.probeLoop(target, slot, hc) })
 }
 
@@ -163,8 +162,12 @@ func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker)
 }
 
 // checkHealth runs one check, returning within ctx whatever the checker
-// does: one that overruns its deadline counts as unreachable.
+// does: one that overruns its deadline counts as unreachable. Without a
+// checker the backend is ok.
 func checkHealth(ctx context.Context, hc env.HealthChecker) env.Health {
+	if hc == nil {
+		return env.Health{Condition: env.ConditionOK}
+	}
 	res := make(chan env.Health, 1)
 	go func() { res <- hc.Health(ctx) }()
 	select {

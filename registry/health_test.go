@@ -532,3 +532,24 @@ func TestObservedOverrunShownNotDecisive(t *testing.T) {
 		assert.False(t, errors.Is(err, ErrUnreachable))
 	})
 }
+
+// TestConditionChangeWakesChanged: a front end that shows the list live
+// (the dashboard waits on Changed) learns of a backend that stops
+// answering, and of one that answers again.
+func TestConditionChangeWakesChanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newSickFixture(t, newSickEnv(), "")
+		f.start(t, "sick")
+		settle(time.Millisecond)
+		changed := f.r.Changed()
+		f.sick.freeze(env.Health{Condition: env.ConditionUnreachable, Detail: "host down"})
+		settle(healthEvery)
+		assert.True(t, isClosed(changed), "a backend that stopped answering is a change")
+		changed = f.r.Changed()
+		settle(healthEvery)
+		assert.False(t, isClosed(changed), "no change while it stays down")
+		f.sick.thaw()
+		settle(healthEveryBad)
+		assert.True(t, isClosed(changed), "a backend that answers again is a change")
+	})
+}

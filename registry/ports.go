@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -145,14 +146,18 @@ func (r *Registry) treeListeners(ctx context.Context, e env.Environment, procs [
 		}
 		ls, err := tl.TreeListeners(ctx, hs)
 		r.observe(procs[idx[0]].backend, answered(err), "a port look-up")
-		if err != nil {
+		switch {
+		case err == nil:
+			for k, i := range idx {
+				out[i], known[i] = ls[k], true
+			}
+			return out, known
+		case !errors.Is(err, env.ErrUnsupported):
+			// A wrapper (the daemon's) may offer the call and find that
+			// what it wraps does not: then each process is asked.
 			r.log.Debug("listeners of the trees", "backend", procs[idx[0]].backend, "err", err)
 			return out, known
 		}
-		for k, i := range idx {
-			out[i], known[i] = ls[k], true
-		}
-		return out, known
 	}
 	sem := make(chan struct{}, portLookParallel)
 	var wg sync.WaitGroup
