@@ -22,7 +22,10 @@ import (
 //     asks its plugin, a nohup transport without its own check makes one
 //     trivial call). It runs in the background, one check at a time, each
 //     bounded by env.HealthTimeout: every healthEvery while the backend is
-//     ok, every healthEveryBad while it is not, and at once when kicked.
+//     ok, every healthEveryBad while it is not, and at once when kicked. A
+//     check that runs out of time is asked again at once, and only
+//     healthStrikes of them in a row call an ok backend unreachable: a busy
+//     machine (a Docker Engine at a load of 50) answers late now and then.
 //   - What the registry's own calls see (observe): a call made for a
 //     listing, a port look-up or a kill that overran its deadline, or
 //     failed with env.ErrUnavailable, marks the backend unreachable at
@@ -132,6 +135,7 @@ func (r *Registry) watchHealth(target string, slot *envSlot) {
 func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	strikes := 0 // checks in a row that ran out of time
 	for {
 		select {
 		case <-r.stop:
@@ -147,10 +151,21 @@ func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker)
 			return // the environment was replaced (reopened) or dropped
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, env.HealthTimeout)
-		h := checkHealth(ctx, hc)
+		h, late := checkHealth(ctx, hc)
 		cancel()
 		if r.ctx.Err() != nil {
 			return
+		}
+		if late {
+			strikes++
+		} else {
+			strikes = 0
+		}
+		if cur, _, _ := slot.health.get(); late && strikes < healthStrikes && cur.Condition == env.ConditionOK {
+			// One slow answer on a busy machine is not a sick backend:
+			// ask again at once before saying so.
+			t.Reset(0)
+			continue
 		}
 		r.setHealth(target, slot, h, false)
 		every := healthEvery
@@ -161,20 +176,25 @@ func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker)
 	}
 }
 
+// healthStrikes is how many checks in a row must run out of time before a
+// backend that was ok is called unreachable for it. A definite answer
+// (paused, connection down, gone) counts at once.
+const healthStrikes = 2
+
 // checkHealth runs one check, returning within ctx whatever the checker
-// does: one that overruns its deadline counts as unreachable. Without a
-// checker the backend is ok.
-func checkHealth(ctx context.Context, hc env.HealthChecker) env.Health {
+// does: one that overruns its deadline counts as unreachable, and late
+// says the check ran out of time. Without a checker the backend is ok.
+func checkHealth(ctx context.Context, hc env.HealthChecker) (h env.Health, late bool) {
 	if hc == nil {
-		return env.Health{Condition: env.ConditionOK}
+		return env.Health{Condition: env.ConditionOK}, false
 	}
 	res := make(chan env.Health, 1)
 	go func() { res <- hc.Health(ctx) }()
 	select {
 	case h := <-res:
-		return h
+		return h, ctx.Err() != nil && h.Condition != env.ConditionOK
 	case <-ctx.Done():
-		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("it did not answer a health check within %s", env.HealthTimeout)}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("it did not answer a health check within %s", env.HealthTimeout)}, true
 	}
 }
 

@@ -553,3 +553,59 @@ func TestConditionChangeWakesChanged(t *testing.T) {
 		assert.True(t, isClosed(changed), "a backend that answers again is a change")
 	})
 }
+
+// slowHealth is a checker that answers after a delay, or at ctx's end.
+type slowHealth struct {
+	*sickEnv
+	mu    sync.Mutex
+	slow  int // the next checks that overrun
+	calls int
+}
+
+func (s *slowHealth) Health(ctx context.Context) env.Health {
+	s.mu.Lock()
+	s.calls++
+	slow := s.slow > 0
+	if slow {
+		s.slow--
+	}
+	s.mu.Unlock()
+	if slow {
+		<-ctx.Done()
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "late"}
+	}
+	return s.sickEnv.Health(ctx)
+}
+
+// TestOneLateHealthCheckIsNotSick: a health check that runs out of time
+// once is asked again at once; only two in a row call the backend
+// unreachable.
+func TestOneLateHealthCheckIsNotSick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sick := newSickEnv()
+		slow := &slowHealth{sickEnv: sick}
+		r, err := New(Config{
+			Open:   func(ctx context.Context, target string) (env.Environment, error) { return slow, nil },
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		require.NoError(t, err)
+		defer r.Close()
+		_, err = r.Start(ctxT(t), StartOptions{Backend: "sick", Command: "x"})
+		require.NoError(t, err)
+		settle(time.Millisecond)
+		changed := r.Changed()
+		slow.mu.Lock()
+		slow.slow = 1
+		slow.mu.Unlock()
+		settle(healthEvery + env.HealthTimeout)
+		h, _ := r.condition("sick")
+		assert.Equal(t, env.ConditionOK, h.Condition, "one late check")
+		assert.False(t, isClosed(changed))
+		slow.mu.Lock()
+		slow.slow = 2
+		slow.mu.Unlock()
+		settle(healthEvery + 2*env.HealthTimeout)
+		h, _ = r.condition("sick")
+		assert.Equal(t, env.ConditionUnreachable, h.Condition, "two late checks in a row")
+	})
+}

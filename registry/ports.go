@@ -55,8 +55,9 @@ type backendPorts struct {
 
 // portLook is one look at a backend's trees.
 type portLook struct {
-	done  chan struct{} // closed when res is set
-	procs []*proc
+	done    chan struct{} // closed when res is set
+	backend string
+	procs   []*proc
 	res   map[*proc][]int // the processes whose ports it found out
 }
 
@@ -253,7 +254,13 @@ func (r *Registry) setPorts(ctx context.Context, procs []*proc, infos []Info) {
 					found[p] = ls
 				}
 			}
-		default: // still looking: its answer is for the next listing
+		default:
+			// Still looking: its answer is for the next listing, and a
+			// backend that slow is checked now rather than at the
+			// prober's next round.
+			if slot := r.slotOf(l.backend); slot != nil {
+				slot.health.poke()
+			}
 		}
 	}
 	for _, ps := range groups {
@@ -280,14 +287,14 @@ func (r *Registry) startLook(backend string, procs []*proc) *portLook {
 	if !e.Capabilities().Ports {
 		// The backend cannot see sockets: nothing to wait for, and
 		// nothing unknown either.
-		l := &portLook{done: make(chan struct{}), procs: procs, res: map[*proc][]int{}}
+		l := &portLook{done: make(chan struct{}), backend: backend, procs: procs, res: map[*proc][]int{}}
 		for _, p := range procs {
 			l.res[p] = nil
 		}
 		close(l.done)
 		return l
 	}
-	l := &portLook{done: make(chan struct{}), procs: slices.Clone(procs)}
+	l := &portLook{done: make(chan struct{}), backend: backend, procs: slices.Clone(procs)}
 	ok := r.goTracked(func() {
 		ctx, cancel := context.WithTimeout(r.ctx, portLookTimeout)
 		defer cancel()
