@@ -256,6 +256,9 @@ var DefaultChecks = []Check{
 	{Bench: "CLIOutputDocker", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.5},
 	{Bench: "CLIRunLocal", Unit: "ns/op", Kind: Below, Limit: 20e6},
 	{Bench: "CLIVersion", Unit: "ns/op", Kind: Below, Limit: 10e6},
+	// `corral ps` with the ports of twenty processes in one container
+	// within 100 ms: one look per backend, not one exec per process.
+	{Bench: "CLIPSPortsDocker", Unit: "ns/op", Kind: Below, Limit: 100e6},
 	// Every browser of the dashboard sees a change within 100 ms.
 	{Bench: "UpdateLatency", Unit: "update-ms", Kind: Below, Limit: 100},
 	// corral acp adds no measurable latency to a message it only relays:
