@@ -22,8 +22,8 @@ var (
 	_ env.PortLister    = (*Env)(nil)
 	_ env.URLChecker    = (*Env)(nil)
 	_ env.HealthChecker = (*Env)(nil)
-	_ env.PortLister = (*process)(nil)
-	_ env.PortWaiter = (*process)(nil)
+	_ env.PortLister    = (*process)(nil)
+	_ env.PortWaiter    = (*process)(nil)
 )
 
 // Listeners implements env.PortLister for the whole sandbox.
