@@ -135,11 +135,11 @@ func (e *Env) Health(ctx context.Context) env.Health {
 	case ctx.Err() != nil:
 		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("plugin %s did not answer a health check in time", e.found.Name)}
 	default:
-		if err := e.fail(c, "health", err); errors.Is(err, env.ErrUnsupported) {
+		err = e.fail(c, "health", err)
+		if errors.Is(err, env.ErrUnsupported) {
 			return env.Health{Condition: env.ConditionOK}
-		} else {
-			return env.Health{Condition: env.ConditionUnreachable, Detail: clipHealth(err.Error())}
 		}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: clipHealth(err.Error())}
 	}
 	switch cond := env.Condition(resp.GetCondition()); cond {
 	case env.ConditionOK, env.ConditionPaused, env.ConditionUnreachable, env.ConditionGone:
