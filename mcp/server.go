@@ -281,7 +281,8 @@ func (s *Server) pump(se *session) {
 // and ttl_expired events come at most once per process and are what its
 // readiness conditions and ttl asked for, so they are always pushed; a
 // crash is an error the agent must hear of before its next request to
-// the server fails.
+// the server fails; a kill_finished is the outcome of a kill the agent was
+// told is pending.
 func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 	switch ev.Type {
 	case registry.EventExited, registry.EventReady:
@@ -292,6 +293,10 @@ func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 		return "warning", true
 	case registry.EventCrashed:
 		return "error", true
+	case registry.EventKillFinished:
+		// The answer to a kill that came back unreachable: the agent was
+		// told it would hear of it.
+		return "notice", true
 	}
 	return "", false
 }

@@ -58,7 +58,7 @@ type portLook struct {
 	done    chan struct{} // closed when res is set
 	backend string
 	procs   []*proc
-	res   map[*proc][]int // the processes whose ports it found out
+	res     map[*proc][]int // the processes whose ports it found out
 }
 
 // Ports returns every TCP socket in the LISTEN state of backend ("" for

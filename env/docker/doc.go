@@ -89,13 +89,22 @@
 // until it is gone, before Close returns. docker:// containers and persistent sandboxes are left running.
 // Close always releases the engine connection.
 //
-// # Name, errors
+// # Name, errors, health
 //
 // Name is "docker://" + the container's name for both kinds of target, so
 // a Ref stays valid however the sandbox is opened again. A container that
 // was removed or stopped makes every call fail with an error matching
 // env.ErrSandboxGone and naming the container; an engine that cannot be
-// reached gives env.ErrUnavailable. A missing image is one error naming
+// reached gives env.ErrUnavailable, and so does a paused container, which
+// refuses new execs (and freezes the resident shells and follows already
+// in it until it is unpaused). The Environment's health check
+// (env.HealthChecker, [Transport.Health]) is one inspect: paused (with
+// `docker unpause NAME`), gone (removed, stopped) or unreachable (the
+// engine does not answer in time), nothing run inside the container. An
+// exec the engine starts just as the container is paused can be caught
+// half-way (runc's init frozen in the container's cgroup); the engine then
+// hangs on that container, inspect included, until it is thawed: the
+// check reports it unreachable within its deadline. A missing image is one error naming
 // the fix (build it with scripts/build-test-image.sh, or docker
 // pull/import it).
 //
