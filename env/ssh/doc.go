@@ -108,8 +108,9 @@
 // or its last dial failed, and when a keepalive sent for the check gets no
 // answer within the check's deadline (a host gone silent is seen in
 // seconds, where the connection's own keepalive takes up to
-// KeepAliveInterval plus KeepAliveTimeout); the check's keepalive never
-// closes the connection.
+// KeepAliveInterval plus KeepAliveTimeout). One check's keepalive is in
+// flight at a time; one without a reply after KeepAliveTimeout closes the
+// connection, as the supervisor's does.
 //
 // # Running a script
 //
