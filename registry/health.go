@@ -55,10 +55,29 @@ type backendHealth struct {
 	checked  time.Time // the last probe's end; zero before the first
 	observed bool      // h was set by an observation, not a probe
 	kick     chan struct{}
+	// sick is closed when a probe finds the backend paused or
+	// unreachable, and replaced when one finds it ok again: a call under
+	// way gives up then (callCtx).
+	sick chan struct{}
 }
 
 func newBackendHealth() *backendHealth {
-	return &backendHealth{h: env.Health{Condition: env.ConditionOK}, since: time.Now(), kick: make(chan struct{}, 1)}
+	return &backendHealth{h: env.Health{Condition: env.ConditionOK}, since: time.Now(), kick: make(chan struct{}, 1), sick: make(chan struct{})}
+}
+
+// sickSignal returns the channel closed when a probe finds the backend not
+// answering; closed already when one has.
+func (b *backendHealth) sickSignal() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sick
+}
+
+// lastChecked is when the last probe ended.
+func (b *backendHealth) lastChecked() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.checked
 }
 
 func (b *backendHealth) get() (h env.Health, since time.Time, observed bool) {
@@ -77,6 +96,17 @@ func (b *backendHealth) set(h env.Health, observed bool) (env.Condition, bool) {
 	old := b.h.Condition
 	if !observed {
 		b.checked = time.Now()
+		notAnswering := h.Condition == env.ConditionPaused || h.Condition == env.ConditionUnreachable
+		select {
+		case <-b.sick:
+			if !notAnswering {
+				b.sick = make(chan struct{})
+			}
+		default:
+			if notAnswering {
+				close(b.sick)
+			}
+		}
 	}
 	if old != h.Condition {
 		b.since = time.Now()
@@ -272,4 +302,45 @@ func (r *Registry) setCondition(in *Info) {
 	if h, _ := r.condition(in.Backend); h.Condition != env.ConditionOK {
 		in.BackendCondition = h.Condition
 	}
+}
+
+// errBackendSick cancels a call whose backend a probe found not answering
+// while the call waited for it.
+var errBackendSick = errors.New("a health check found the backend not answering")
+
+// callCtx bounds one call the registry makes on target's backend for a
+// listing, a port look-up or a kill: it ends after d, and as soon as a
+// health check finds the backend paused or unreachable, so that a call
+// into a backend that has just stopped answering does not wait out its
+// whole deadline. The health check is asked for at once when the last one
+// is older than healthEveryBad. wrap turns the call's error into one that
+// says so (matching env.ErrUnavailable) when that is what ended it.
+func (r *Registry) callCtx(ctx context.Context, target string, d time.Duration) (cctx context.Context, wrap func(error) error, cancel func()) {
+	cctx, cancelCause := context.WithCancelCause(ctx)
+	tctx, cancelT := context.WithTimeout(cctx, d)
+	slot := r.slotOf(target)
+	if slot == nil {
+		return tctx, func(err error) error { return err }, func() { cancelT(); cancelCause(nil) }
+	}
+	if time.Since(slot.health.lastChecked()) > healthEveryBad {
+		slot.health.poke()
+	}
+	sick := slot.health.sickSignal()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sick:
+			cancelCause(errBackendSick)
+		case <-tctx.Done():
+		case <-done:
+		}
+	}()
+	wrap = func(err error) error {
+		if err != nil && errors.Is(context.Cause(cctx), errBackendSick) {
+			h, _, _ := slot.health.get()
+			return fmt.Errorf("%s is %s (%s): %w", target, h.Condition, h.Detail, env.ErrUnavailable)
+		}
+		return err
+	}
+	return tctx, wrap, func() { close(done); cancelT(); cancelCause(nil) }
 }

@@ -609,3 +609,23 @@ func TestOneLateHealthCheckIsNotSick(t *testing.T) {
 		assert.Equal(t, env.ConditionUnreachable, h.Condition, "two late checks in a row")
 	})
 }
+
+// TestKillAsksForAHealthCheck: a kill on a backend that stopped answering
+// since its last health check asks for one, and gives up its call as soon
+// as the check finds the backend paused, rather than at the call's
+// deadline.
+func TestKillAsksForAHealthCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newSickFixture(t, newSickEnv(), "")
+		in := f.start(t, "sick")
+		settle(2 * healthEveryBad)
+		f.sick.freeze(env.Health{Condition: env.ConditionPaused, Detail: "container c is paused: docker unpause c"})
+		began := time.Now()
+		res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: time.Second})
+		assert.Less(t, time.Since(began), killCallTimeout, "the check, not the call's deadline, ended it")
+		require.ErrorIs(t, err, ErrUnreachable)
+		assert.True(t, res.Unreachable)
+		assert.Contains(t, res.Detail, "paused")
+		f.sick.thaw()
+	})
+}

@@ -294,9 +294,9 @@ func (p *proc) endSignalling(leaderDone, delivered bool, plan killPlan) {
 // signal sends sig with a deadline, and tells the backend's health what
 // it saw.
 func (p *proc) signal(ctx context.Context, h env.Process, sig env.Signal) error {
-	cctx, cancel := context.WithTimeout(ctx, killCallTimeout)
+	cctx, wrap, cancel := p.r.callCtx(ctx, p.backend, killCallTimeout)
 	defer cancel()
-	err := h.Signal(cctx, sig)
+	err := wrap(h.Signal(cctx, sig))
 	p.r.observe(p.backend, answered(err), "a signal")
 	return err
 }
@@ -304,9 +304,10 @@ func (p *proc) signal(ctx context.Context, h env.Process, sig env.Signal) error 
 // survivors asks for the tree with a deadline, and tells the backend's
 // health what it saw.
 func (p *proc) survivors(ctx context.Context, h env.Process) ([]int, error) {
-	cctx, cancel := context.WithTimeout(ctx, killCallTimeout)
+	cctx, wrap, cancel := p.r.callCtx(ctx, p.backend, killCallTimeout)
 	defer cancel()
 	s, err := h.Survivors(cctx)
+	err = wrap(err)
 	p.r.observe(p.backend, answered(err), "a look at the tree")
 	return s, err
 }

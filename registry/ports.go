@@ -84,7 +84,10 @@ func (r *Registry) Ports(ctx context.Context, backend string) ([]PortInfo, error
 	if h, probed := r.condition(backend); probed && h.Condition != env.ConditionOK {
 		return nil, fmt.Errorf("%w: ports of %s: it is %s: %s", ErrUnreachable, backend, h.Condition, h.Detail)
 	}
+	ctx, wrap, cancelCall := r.callCtx(ctx, backend, portsTimeout)
+	defer cancelCall()
 	all, err := pl.Listeners(ctx)
+	err = wrap(err)
 	r.observe(backend, answered(err), "a port look-up")
 	if err != nil {
 		return nil, fmt.Errorf("registry: ports of %q: %w", backend, err)
@@ -296,7 +299,7 @@ func (r *Registry) startLook(backend string, procs []*proc) *portLook {
 	}
 	l := &portLook{done: make(chan struct{}), backend: backend, procs: slices.Clone(procs)}
 	ok := r.goTracked(func() {
-		ctx, cancel := context.WithTimeout(r.ctx, portLookTimeout)
+		ctx, _, cancel := r.callCtx(r.ctx, backend, portLookTimeout)
 		defer cancel()
 		ls, known := r.treeListeners(ctx, e, l.procs)
 		res := make(map[*proc][]int, len(l.procs))
