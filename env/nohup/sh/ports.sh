@@ -101,10 +101,10 @@ corral_listeners_all() {
 # its command's while that runs, else another member's, as in
 # corral_listeners; NS is the namespace's inode, or p and the PID it is
 # read through when that cannot be read. One pass over /proc (builtins
-# only) finds the groups, one grep the tags, one stat the namespaces, one
-# grep per namespace the rows and one stat the descriptors: no fork per
-# tree, so that listing every process with its ports is one round trip of
-# constant work. No command lines are sent.
+# only) finds the groups, one grep the tags, one stat the namespaces, read
+# (a builtin) the rows and one stat the descriptors: no fork per tree, so
+# that listing every process with its ports is one round trip of a few
+# forks. No command lines are sent.
 corral_treelisteners() {
 	t_P=${corral_proc:-/proc} t_lead=' ' t_first= t_tags= t_i=0
 	while [ $# -ge 3 ]; do
@@ -123,7 +123,8 @@ corral_treelisteners() {
 			for f in "$t_P"/[0-9]*/stat; do
 				q=${f#"$t_P"/}
 				q=${q%/stat}
-				pstat "$q" && [ "$p_state" != Z ] || continue
+				if ! pstat "$q" || [ "$p_state" = Z ]; then continue; fi
+				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
 				case $t_lead in *" $p_pgrp:"*) ;; *) continue ;; esac
 				t_x=${t_lead#*" $p_pgrp:"}
 				echo " ${t_x%% *}:$q"
@@ -165,30 +166,33 @@ corral_treelisteners() {
 		echo "N $t_x $t_k"
 		case $t_done in *" $t_k "*) continue ;; esac
 		t_done="$t_done$t_k "
-		t_rows=$(grep -h ' 0A ' "$t_P/$q/net/tcp" "$t_P/$q/net/tcp6" 2>/dev/null)
-		t_ifs=$IFS
-		IFS='
-'
-		for t_r in $t_rows; do
-			IFS=$t_ifs
-			# shellcheck disable=SC2086 # splitting the row's fields is the point
-			set -- $t_r
-			[ "$4" = 0A ] || continue
-			echo "R $t_k $t_r"
-			t_inos="$t_inos${10} "
+		# The rows are read with read, not grep: no fork per namespace.
+		for f in "$t_P/$q/net/tcp" "$t_P/$q/net/tcp6"; do
+			[ -r "$f" ] || continue
+			while IFS= read -r t_r; do
+				case $t_r in *" 0A "*) ;; *) continue ;; esac
+				# shellcheck disable=SC2086 # splitting the row's fields is the point
+				set -- $t_r
+				[ "$4" = 0A ] || continue
+				echo "R $t_k $t_r"
+				t_inos="$t_inos${10} "
+			done <"$f"
 		done
-		IFS=$t_ifs
 	done
 	set +f
 	[ "$t_inos" != ' ' ] || return 0
-	for t_w in $t_seen; do printf '%s\n' "$t_P/${t_w#*:}"/fd/*; done | sort -u |
-		xargs stat -L -c '%F %i %n' 2>/dev/null | grep '^socket ' | while IFS= read -r t_f; do
-			# shellcheck disable=SC2086 # "socket INODE /proc/PID/fd/N"
-			set -- $t_f
-			case $t_inos in *" $2 "*) ;; *) continue ;; esac
-			q=${3#"$t_P"/}
-			echo "H ${q%%/*} $2"
-		done
+	# One stat for every descriptor of the trees: the names come from the
+	# glob (see l_report).
+	set --
+	for t_w in $t_seen; do set -- "$@" "$t_P/${t_w#*:}"/fd/*; done
+	stat -L -c '%F %i %n' "$@" 2>/dev/null | while IFS= read -r t_f; do
+		case $t_f in "socket "*) ;; *) continue ;; esac
+		# shellcheck disable=SC2086 # "socket INODE /proc/PID/fd/N"
+		set -- $t_f
+		case $t_inos in *" $2 "*) ;; *) continue ;; esac
+		q=${3#"$t_P"/}
+		echo "H ${q%%/*} $2"
+	done
 	return 0
 }
 
