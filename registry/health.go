@@ -206,6 +206,11 @@ func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker)
 	}
 }
 
+// healthFresh is the age beyond which a check is asked for at once by a
+// call that may find the backend sick (callCtx): a check is cheap (one
+// inspect, one keepalive), a call that waits out its deadline is not.
+const healthFresh = 250 * time.Millisecond
+
 // healthStrikes is how many checks in a row must run out of time before a
 // backend that was ok is called unreachable for it. A definite answer
 // (paused, connection down, gone) counts at once.
@@ -313,7 +318,7 @@ var errBackendSick = errors.New("a health check found the backend not answering"
 // health check finds the backend paused or unreachable, so that a call
 // into a backend that has just stopped answering does not wait out its
 // whole deadline. The health check is asked for at once when the last one
-// is older than healthEveryBad. wrap turns the call's error into one that
+// is older than healthFresh. wrap turns the call's error into one that
 // says so (matching env.ErrUnavailable) when that is what ended it.
 func (r *Registry) callCtx(ctx context.Context, target string, d time.Duration) (cctx context.Context, wrap func(error) error, cancel func()) {
 	cctx, cancelCause := context.WithCancelCause(ctx)
@@ -322,7 +327,7 @@ func (r *Registry) callCtx(ctx context.Context, target string, d time.Duration) 
 	if slot == nil {
 		return tctx, func(err error) error { return err }, func() { cancelT(); cancelCause(nil) }
 	}
-	if time.Since(slot.health.lastChecked()) > healthEveryBad {
+	if time.Since(slot.health.lastChecked()) > healthFresh {
 		slot.health.poke()
 	}
 	sick := slot.health.sickSignal()
