@@ -226,6 +226,13 @@ func TestChaosBackendDockerPause(t *testing.T) {
 	if in := api[sick]; in.BackendCondition != env.ConditionPaused || in.State != registry.StateRunning {
 		t.Errorf("API list: %s is %s with condition %q", sick, in.State, in.BackendCondition)
 	}
+	// Every socket of the paused backend: refused at once, saying why.
+	var ports cliResult
+	chaosWithin(t, "corral ports --backend "+target, chaosListBound+chaosCLIOverhead, func() { ports = h.run("ports", "--backend", target) })
+	if ports.code == 0 || !strings.Contains(ports.stderr, "paused") {
+		t.Errorf("ports of a paused container: exit %d, stdout %q, stderr %q", ports.code, ports.stdout, ports.stderr)
+	}
+	chaosShortError(t, ports.stderr)
 	doctor := h.run("doctor")
 	if !strings.Contains(doctor.stdout, "open "+target) || !strings.Contains(doctor.stdout, "paused") {
 		t.Errorf("doctor does not show %s paused:\n%s", target, doctor.stdout)
