@@ -253,6 +253,24 @@ func (e *releasingEnv) Listeners(ctx context.Context) ([]env.Listener, error) {
 	return nil, fmt.Errorf("daemon: %s lists no ports: %w", e.Name(), env.ErrUnsupported)
 }
 
+// TreeListeners and Health pass the registry's one-look port listing
+// (env.TreePortLister) and the health check (env.HealthChecker) on. An
+// environment without them lists ports process by process (the registry
+// falls back on ErrUnsupported) and is taken to be healthy.
+func (e *releasingEnv) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.Listener, error) {
+	if tl, ok := e.Environment.(env.TreePortLister); ok {
+		return tl.TreeListeners(ctx, procs)
+	}
+	return nil, fmt.Errorf("daemon: %s lists ports process by process: %w", e.Name(), env.ErrUnsupported)
+}
+
+func (e *releasingEnv) Health(ctx context.Context) env.Health {
+	if hc, ok := e.Environment.(env.HealthChecker); ok {
+		return hc.Health(ctx)
+	}
+	return env.Health{Condition: env.ConditionOK}
+}
+
 func (e *releasingEnv) CheckURL(ctx context.Context, rawURL string) (int, error) {
 	if uc, ok := e.Environment.(env.URLChecker); ok {
 		return uc.CheckURL(ctx, rawURL)

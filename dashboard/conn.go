@@ -217,6 +217,8 @@ func (c *conn) kill(ctx context.Context, id string, force bool) resultMsg {
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		out.Message = fmt.Sprintf("no process %s: it was never started here or has been removed", id)
+	case res.Unreachable:
+		out.Message = fmt.Sprintf("%s was NOT killed: %s; the kill is pending and runs when the backend answers again", id, res.Detail)
 	case err != nil:
 		out.Message = err.Error()
 	case len(res.Survivors) > 0:

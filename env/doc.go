@@ -35,6 +35,15 @@
 // every method returns an error matching [ErrReleased]; Close and Release
 // are idempotent.
 //
+// # Optional interfaces
+//
+// An Environment may offer more, which a supervisor finds by type
+// assertion: [ConnReporter] (the connection it holds), [PortLister],
+// [TreePortLister] (every tree's listeners in one look), [PortWaiter] and
+// [URLChecker] (dev servers), and [HealthChecker], a cheap check, made in
+// the background with a short deadline, of whether the sandbox answers
+// ([Condition]: ok, paused, unreachable, gone).
+//
 // # Errors
 //
 // Errors a caller must branch on match the sentinel values of this package

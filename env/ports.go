@@ -43,6 +43,21 @@ type PortLister interface {
 	Listeners(ctx context.Context) ([]Listener, error)
 }
 
+// TreePortLister is implemented by an Environment that can find the
+// listening sockets of many of its processes' trees in one look, which on
+// a sandbox backend is one round trip instead of one per process: what a
+// listing of every process with its ports needs.
+//
+// TreeListeners returns, for each of procs in order, what that process's
+// own Listeners would return (PortLister's meaning of "of the tree"),
+// except that Listener.Command may be left empty. A process that is not
+// one of this Environment's (another backend's handle, one released) gets
+// nil and no error; so does one whose tree is gone. An error means no
+// result for any of them.
+type TreePortLister interface {
+	TreeListeners(ctx context.Context, procs []Process) ([][]Listener, error)
+}
+
 // PortWaiter is implemented by a Process that can wait for its tree to
 // listen on a port more cheaply, or sooner, than repeated Listeners calls
 // can tell (a backend that would pay a round trip into its sandbox per

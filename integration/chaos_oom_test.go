@@ -54,12 +54,12 @@ func TestChaosOOMDocker(t *testing.T) {
 	h.startServe()
 	backend := "docker-image://" + dockerTestImage + "?memory=64m&name=" + sandbox
 
-	hog := chaosStart(t, h, backend, marker, "tail /dev/zero")
+	hog := oomStart(t, h, backend, marker, "tail /dev/zero")
 	chaosCheckOOM(t, h, hog)
 
 	// A process started after that OOM kill, in the same container, and
 	// ended by kill -9 from outside corral: no OOM kill.
-	sleeper := chaosStart(t, h, backend, marker, "exec sleep "+marker)
+	sleeper := oomStart(t, h, backend, marker, "exec sleep "+marker)
 	in := chaosGet(t, h, sleeper)
 	require.Positive(t, in.PID)
 	chaosWithin(t, "corral run kill -9 in the sandbox", oomStartBound, func() {
@@ -89,10 +89,10 @@ func TestChaosOOMLocal(t *testing.T) {
 	h := newDaemonHome(t, bin)
 	startServeIn(t, h, cg)
 
-	hog := chaosStart(t, h, "local", marker, "tail /dev/zero")
+	hog := oomStart(t, h, "local", marker, "tail /dev/zero")
 	chaosCheckOOM(t, h, hog)
 
-	sleeper := chaosStart(t, h, "local", marker, "exec sleep "+marker)
+	sleeper := oomStart(t, h, "local", marker, "exec sleep "+marker)
 	in := chaosGet(t, h, sleeper)
 	require.Positive(t, in.PID)
 	require.NoError(t, syscall.Kill(in.PID, syscall.SIGKILL))
@@ -133,9 +133,9 @@ func startServeIn(t *testing.T, h *daemonHome, cg *memcgtest.Cgroup) {
 	})
 }
 
-// chaosStart starts command on backend, labelled with marker, and returns
+// oomStart starts command on backend, labelled with marker, and returns
 // its ID.
-func chaosStart(t *testing.T, h *daemonHome, backend, marker, command string) string {
+func oomStart(t *testing.T, h *daemonHome, backend, marker, command string) string {
 	t.Helper()
 	var id string
 	chaosWithin(t, "corral start "+command, oomStartBound, func() {

@@ -61,6 +61,9 @@ type ListedProcess struct {
 // maxLastLine caps ListedProcess.LastLine.
 const maxLastLine = 200
 
+// lastLineWait bounds the reads of the last lines of one list.
+const lastLineWait = 300 * time.Millisecond
+
 // PollResult is the result of actions poll and wait: registry.Info plus
 // the output since the cursor, stripped and capped.
 type PollResult struct {
@@ -217,10 +220,15 @@ func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) 
 		return ListResult{}, err
 	}
 	res := ListResult{Processes: make([]ListedProcess, 0, len(infos))}
+	// A last line of a process that ended before a restart is read back
+	// from its sandbox: all of them together get lastLineWait, so that a
+	// backend that does not answer never holds the listing up.
+	lctx, cancel := context.WithTimeout(ctx, lastLineWait)
+	defer cancel()
 	for _, info := range infos {
 		lp := ListedProcess{Info: info}
 		if info.OutputBytes > 0 {
-			if lr, err := s.reg.Log(ctx, info.ID, registry.LogOptions{Limit: 1, Strip: true}); err == nil && len(lr.Lines) > 0 {
+			if lr, err := s.reg.Log(lctx, info.ID, registry.LogOptions{Limit: 1, Strip: true}); err == nil && len(lr.Lines) > 0 {
 				lp.LastLine = render([]byte(strings.ToValidUTF8(lr.Lines[0], "\uFFFD")), 0, 0, maxLastLine).Text
 			}
 		}
@@ -333,7 +341,13 @@ func (s *Server) kill(ctx context.Context, in ProcessInput) (registry.KillResult
 		opts.Grace = in.Grace.D
 	}
 	opts.NoEscalate = in.Force != nil && !*in.Force
-	return s.reg.Kill(ctx, in.ID, opts)
+	res, err := s.reg.Kill(ctx, in.ID, opts)
+	if res.Unreachable {
+		// Not a failure of the call: the result says the process was not
+		// killed, why, and that the kill is pending.
+		return res, nil
+	}
+	return res, err
 }
 
 func (s *Server) stdin(ctx context.Context, in ProcessInput) (StdinResult, error) {

@@ -283,7 +283,8 @@ func (s *Server) pump(se *session) {
 // readiness conditions and ttl asked for, so they are always pushed; a
 // crash is an error the agent must hear of before its next request to
 // the server fails. So is oom_killed (at most once per process): the
-// process ran out of memory, which its exit code alone does not say.
+// process ran out of memory, which its exit code alone does not say. A
+// kill_finished is the outcome of a kill the agent was told is pending.
 func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 	switch ev.Type {
 	case registry.EventExited, registry.EventReady:
@@ -294,6 +295,10 @@ func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 		return "warning", true
 	case registry.EventCrashed, registry.EventOOMKilled:
 		return "error", true
+	case registry.EventKillFinished:
+		// The answer to a kill that came back unreachable: the agent was
+		// told it would hear of it.
+		return "notice", true
 	}
 	return "", false
 }

@@ -32,7 +32,12 @@ submit (data + Enter), close (close stdin: EOF), events (pending events: exits o
 processes, watch matches; timeout waits for the first one).
 
 Final states: exited, killed, timed_out, lost, failed; status.code is the exit code, status.signal the
-signal that ended it. Output is stripped of terminal escapes and capped like terminal's.`
+signal that ended it. Output is stripped of terminal escapes and capped like terminal's.
+
+A backend that does not answer (a paused container, an SSH host that is down) never blocks a call: list
+shows backend_condition (paused, unreachable, gone) and ports_unknown; kill returns unreachable=true (not
+killed) and keeps the kill pending (kill_pending): it runs when the backend answers, and a kill_finished
+event reports the outcome.`
 
 // durationSchema describes Duration: a number of seconds or a string.
 var durationSchema = &jsonschema.Schema{

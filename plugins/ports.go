@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/env"
@@ -18,10 +19,11 @@ import (
 // Capabilities.Ports and CheckURL say so in advance.
 
 var (
-	_ env.PortLister = (*Env)(nil)
-	_ env.URLChecker = (*Env)(nil)
-	_ env.PortLister = (*process)(nil)
-	_ env.PortWaiter = (*process)(nil)
+	_ env.PortLister    = (*Env)(nil)
+	_ env.URLChecker    = (*Env)(nil)
+	_ env.HealthChecker = (*Env)(nil)
+	_ env.PortLister    = (*process)(nil)
+	_ env.PortWaiter    = (*process)(nil)
 )
 
 // Listeners implements env.PortLister for the whole sandbox.
@@ -116,4 +118,43 @@ func (p *process) WaitListening(ctx context.Context, ports []int) ([]env.Listene
 		case <-t.C:
 		}
 	}
+}
+
+// Health implements env.HealthChecker: the plugin's own check (Health),
+// within ctx. A plugin that cannot be reached, or does not answer in time,
+// is unreachable; one whose process died is started again by the check, as
+// by any call. A plugin without the call (an older SDK) answered: it is ok.
+func (e *Env) Health(ctx context.Context) env.Health {
+	c, err := e.conn(ctx)
+	if err != nil {
+		return env.Health{Condition: env.ConditionUnreachable, Detail: clipHealth(err.Error())}
+	}
+	resp, err := c.rpc.Health(ctx, &pb.Empty{})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("plugin %s did not answer a health check in time", e.found.Name)}
+	default:
+		err = e.fail(c, "health", err)
+		if errors.Is(err, env.ErrUnsupported) {
+			return env.Health{Condition: env.ConditionOK}
+		}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: clipHealth(err.Error())}
+	}
+	switch cond := env.Condition(resp.GetCondition()); cond {
+	case env.ConditionOK, env.ConditionPaused, env.ConditionUnreachable, env.ConditionGone:
+		return env.Health{Condition: cond, Detail: clipHealth(resp.GetDetail())}
+	default:
+		return env.Health{Condition: env.ConditionUnreachable,
+			Detail: fmt.Sprintf("plugin %s reported an unknown condition %.40q", e.found.Name, resp.GetCondition())}
+	}
+}
+
+// clipHealth keeps a health detail from a plugin to one short line.
+func clipHealth(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
 }

@@ -101,6 +101,10 @@ type checkpointRecord struct {
 	ReadyAt     time.Time     `json:"ready_at,omitzero"`
 	TTL         time.Duration `json:"ttl,omitempty"`
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+
+	// PendingKill is a kill its backend did not answer, which the next
+	// registry runs once the backend answers (kill.go).
+	PendingKill *pendingKillRecord `json:"pending_kill,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
@@ -118,6 +122,7 @@ func (p *proc) recordLocked() checkpointRecord {
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut
 	}
+	rec.PendingKill = p.pending.record()
 	if p.ref != nil {
 		ref := *p.ref
 		rec.Ref = &ref

@@ -30,7 +30,8 @@
 //	ready.go       readiness (port, pattern, URL), WaitReady
 //	deadlines.go   a background process's TTL and idle timeout
 //	session.go     sessions: a front end's lease on the processes it starts
-//	ports.go       Ports, and ListOptions.Ports
+//	health.go      each backend's condition (ok, paused, unreachable, gone)
+//	ports.go       Ports, and ListOptions.Ports (one look per backend)
 //	buffer.go      the bounded head+tail output Buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
 //	recover.go     Recover: re-attach or settle what the state file lists;
@@ -151,6 +152,38 @@
 // AlreadyExited with the state and status it left — so two concurrent
 // kills never escalate twice.
 //
+// Every backend call of a kill has a deadline (5 s), and the whole kill
+// one more (the grace plus 15 s). A kill whose backend does not answer — a
+// health check found it paused or unreachable, or one of its calls ran out
+// of time or failed with env.ErrUnavailable — returns at once with
+// KillResult.Unreachable (never killed) and an error matching
+// ErrUnreachable, and stays pending (Info.KillPending, kept in the state
+// file): it runs again when the backend's health check finds it ok (as
+// SIGKILL at once when its first signal had got through and it escalates),
+// and a kill_finished event carries its outcome. A process whose tree ends
+// meanwhile settles its pending kill with that event too.
+//
+// # Sick backends
+//
+// A backend that does not answer slows only its own processes (health.go).
+// The registry keeps each opened environment's condition (env.Condition:
+// ok, paused, unreachable, gone) from a background health check
+// (env.HealthChecker, bounded by env.HealthTimeout; every 5 s while ok,
+// every second while not; two checks in a row that run out of time before
+// an ok backend is called unreachable) and from what its own calls see
+// (one that overran its deadline marks the backend unreachable for
+// display and asks for a check at once). List never calls a backend but
+// for ports: each process shows its backend's condition
+// (Info.BackendCondition; StateText "running (docker://web paused)"), and
+// with ListOptions.Ports each backend is asked once for all its listed
+// trees (env.TreePortLister: one round trip on a sandbox backend), never
+// when a check found it not answering, for at most 600 ms: a look that
+// takes longer goes on in the background and fills a one-second cache;
+// what is not known in time is Info.PortsUnknown. Pruning's removal of a
+// sandbox's state runs in the background, so that no lookup or listing
+// waits for it. Backends reports each condition (BackendInfo.Health), and
+// a change of one wakes Changed.
+//
 // # Trees that outlive their leader
 //
 // `cmd &`, a dev server that daemonises, `compose up -d`: the leader exits
@@ -194,8 +227,9 @@
 //
 // Subscribe returns a pull-based Subscription (Next, Close). Event types
 // are started, exited (every final state but failed), oom_killed,
-// watch_match, watch_disabled, suppressed, and for dev servers ready,
-// crashed and ttl_expired.
+// watch_match, watch_disabled, suppressed, kill_finished (a pending kill
+// ran; exempt from the rate limit, as the answer to a kill), and for dev
+// servers ready, crashed and ttl_expired.
 //
 // A process whose backend reports it OOM-killed (env.ExitStatus.OOMKilled:
 // the kernel's OOM killer ended it, see the backends' docs for where they

@@ -34,6 +34,7 @@ type envSlot struct {
 	env      env.Environment
 	err      error
 	openedAt time.Time // set before ready is closed
+	health   *backendHealth
 }
 
 // GoneInfo says when and why the sandbox of a target vanished.
@@ -118,7 +119,7 @@ func (r *Registry) environment(ctx context.Context, target string) (env.Environm
 	}
 	slot, ok := r.envs[target]
 	if !ok {
-		slot = &envSlot{ready: make(chan struct{})}
+		slot = &envSlot{ready: make(chan struct{}), health: newBackendHealth()}
 		r.envs[target] = slot
 		r.mu.Unlock()
 		e, err := r.cfg.Open(ctx, target)
@@ -137,6 +138,9 @@ func (r *Registry) environment(ctx context.Context, target string) (env.Environm
 		}
 		r.mu.Unlock()
 		close(slot.ready)
+		if err == nil {
+			r.watchHealth(target, slot)
+		}
 	} else {
 		r.mu.Unlock()
 		select {
@@ -169,6 +173,9 @@ type BackendInfo struct {
 	// opened again since (it is then not open, and Name is the old
 	// environment's): the next call on the target opens it again.
 	Gone *GoneInfo `json:"gone,omitempty"`
+	// Health is its condition as the registry last saw it (health.go):
+	// paused, unreachable or gone, with why, or ok.
+	Health BackendHealth `json:"health"`
 }
 
 // Backends lists the environments the registry has opened, by target,
@@ -209,7 +216,8 @@ func (r *Registry) Backends() []BackendInfo {
 	out := make([]BackendInfo, 0, len(slots))
 	for _, o := range slots {
 		c := byTarget[o.target]
-		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt, Tracked: c.tracked, Running: c.running}
+		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt, Tracked: c.tracked, Running: c.running,
+			Health: o.slot.health.snapshot()}
 		if cr, ok := o.slot.env.(env.ConnReporter); ok {
 			if st := cr.ConnStatus(); st.State != "" {
 				bi.Conn = &st

@@ -56,6 +56,13 @@ var (
 
 	// ErrClosed: the Registry was closed.
 	ErrClosed = errclass.New(errclass.Closed, "registry: closed")
+
+	// ErrUnreachable: a kill could not reach the process's backend (it is
+	// paused, down or silent), so the tree was not killed, or its end not
+	// verified. The kill is pending: it runs again once the backend
+	// answers (KillResult.Unreachable, Info.KillPending). It matches
+	// env.ErrUnavailable's class.
+	ErrUnreachable = errclass.New(errclass.Unavailable, "registry: backend unreachable")
 )
 
 // AmbiguousError reports an ID prefix that matches several processes. It

@@ -46,6 +46,10 @@ const (
 	// (env.ExitStatus.OOMKilled); published just before its exited
 	// event, with Status and Tail. Its Info.Reason is ReasonOutOfMemory.
 	EventOOMKilled EventType = "oom_killed"
+	// EventKillFinished: a kill that its backend did not answer
+	// (KillResult.Unreachable, Info.KillPending) ran once the backend
+	// answered again; Kill is its outcome.
+	EventKillFinished EventType = "kill_finished"
 )
 
 // Rate limits of the event stream (see the package documentation).
@@ -95,6 +99,8 @@ type Event struct {
 	// Dropped counts events this subscriber lost just before this one
 	// because it read too slowly.
 	Dropped int64 `json:"dropped,omitempty"`
+	// Kill is the outcome of a kill_finished event's kill.
+	Kill *KillResult `json:"kill,omitempty"`
 
 	// consumed is the process's "a caller received the final result"
 	// flag, shared by every copy of an exited event so that the check
@@ -285,7 +291,7 @@ func (b *eventBus) publish(ev Event) {
 	}
 	now := time.Now()
 	if ev.Type == EventExited && ev.Notify || ev.Type == EventCrashed || ev.Type == EventReady || ev.Type == EventTTLExpired ||
-		ev.Type == EventOOMKilled {
+		ev.Type == EventOOMKilled || ev.Type == EventKillFinished {
 		b.deliverLocked(ev, now)
 		return
 	}

@@ -83,12 +83,15 @@ type proc struct {
 	signalling int   // our signals in flight
 	leftover   int   // processes of the tree alive after the leader exited
 	readyAt    time.Time
+	pending    *pendingKill // a kill the backend did not answer (kill.go)
 }
 
 func (p *proc) info() Info {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.infoLocked()
+	in := p.infoLocked()
+	p.mu.Unlock()
+	p.r.setCondition(&in)
+	return in
 }
 
 func (p *proc) infoLocked() Info {
@@ -124,6 +127,7 @@ func (p *proc) infoLocked() Info {
 		TTL:         p.opts.TTL,
 		ExpiresAt:   p.expiresAtLocked(),
 		IdleTimeout: p.opts.IdleTimeout,
+		KillPending: p.pending != nil,
 	}
 	if p.ready != nil {
 		ro := p.ready.opts

@@ -237,6 +237,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		killReason: rec.KillReason,
 		envDigest:  rec.EnvDigest,
 		readyAt:    rec.ReadyAt,
+		pending:    rec.PendingKill.restore(),
 	}
 	if rec.Ready != nil {
 		// Conditions a record holds passed validation when it was written;

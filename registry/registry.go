@@ -37,6 +37,7 @@ type Registry struct {
 
 	ev      *eventBus
 	changes changeSignal
+	ports   portCache // ListOptions.Ports's looks (ports.go)
 
 	ckpt *checkpointer // nil without Config.StateFile
 }

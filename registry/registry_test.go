@@ -581,6 +581,7 @@ func TestMaxProcesses(t *testing.T) {
 		if _, err := f.r.Get(t.Context(), infos[0].ID); err != nil {
 			t.Fatalf("newer finished pruned: %v", err)
 		}
+		synctest.Wait() // the removal runs in the background
 		if !fps[2].Removed() {
 			t.Fatal("pruned process's state not removed")
 		}

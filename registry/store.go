@@ -113,42 +113,37 @@ func (r *Registry) pruneExpiredLocked(now time.Time) []*proc {
 	return pruned
 }
 
-// cleanup drops the environment state of processes no longer tracked.
+// cleanup drops the environment state of processes no longer tracked, in
+// the background: pruning is a side effect of the call that found them
+// expired (a lookup, a listing), which must not wait for a backend that may
+// be slow or gone.
 func (r *Registry) cleanup(pruned []*proc) {
-	var unattached []*proc
-	for _, p := range pruned {
-		r.log.Debug("pruned finished process", "id", p.id)
-		p.mu.Lock()
-		h, ref := p.handle, p.ref
-		p.mu.Unlock()
-		if h == nil && ref != nil && p.lazy != nil {
-			unattached = append(unattached, p)
-			continue
-		}
-		if h == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		r.removeState(ctx, p, h)
-		cancel()
-	}
-	if len(unattached) == 0 {
+	if len(pruned) == 0 {
 		return
 	}
-	// Processes restored finished and never looked at since: they must be
-	// attached first, which may open their environment and is a round
-	// trip on a remote one. Nobody waits for it (pruning is the caller's
-	// side effect, not its request), so it happens in the background.
+	for _, p := range pruned {
+		r.log.Debug("pruned finished process", "id", p.id)
+	}
 	r.goTracked(func() {
-		for _, p := range unattached {
+		for _, p := range pruned {
 			if r.ctx.Err() != nil {
 				return
 			}
+			p.mu.Lock()
+			h, ref := p.handle, p.ref
+			p.mu.Unlock()
 			ctx, cancel := context.WithTimeout(r.ctx, cleanupTimeout)
-			if h, err := p.sandboxHandle(ctx); err != nil {
-				r.log.Debug("remove process state: attach", "id", p.id, "err", err)
-			} else if h != nil {
+			switch {
+			case h != nil:
 				r.removeState(ctx, p, h)
+			case ref != nil && p.lazy != nil:
+				// Restored finished and never looked at since: attach
+				// first, which may open its environment.
+				if h, err := p.sandboxHandle(ctx); err != nil {
+					r.log.Debug("remove process state: attach", "id", p.id, "err", err)
+				} else if h != nil {
+					r.removeState(ctx, p, h)
+				}
 			}
 			cancel()
 		}
@@ -271,9 +266,12 @@ func (r *Registry) register(p *proc) (holder *proc, err error) {
 }
 
 // List returns snapshots of the processes opts selects, oldest first. In
-// process it never fails. With ListOptions.Ports it asks each listed
-// process whose tree runs for its listening ports (one look each, on
-// backends that can see sockets).
+// process it never fails, and it never waits for a backend: each process
+// shows its backend's condition as the registry last saw it
+// (Info.BackendCondition). With ListOptions.Ports it asks each backend
+// once for the listening ports of its listed trees, and waits for the
+// answers at most listPortsWait (see ports.go): a process whose ports did
+// not come in time is Info.PortsUnknown.
 func (r *Registry) List(ctx context.Context, opts ListOptions) ([]Info, error) {
 	procs := r.selectProcs(opts)
 	out := make([]Info, 0, len(procs))
@@ -286,6 +284,7 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) ([]Info, error) {
 		}
 		p.mu.Unlock()
 		if matchState(in, opts) {
+			r.setCondition(&in)
 			out = append(out, in)
 		}
 	}

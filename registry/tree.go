@@ -101,6 +101,7 @@ func (p *proc) treeGone() {
 	if changed {
 		p.r.stateChanged()
 	}
+	p.dropPending()
 }
 
 // liveTree returns how many processes of a finished process's tree still

@@ -201,8 +201,23 @@ type Info struct {
 	// IdleTimeout kills a background tree after that long without output.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	// Ports lists the TCP ports the tree listens on, sorted; set by List
-	// with ListOptions.Ports only (one look per running process).
+	// with ListOptions.Ports only (one look per backend, see ports.go).
 	Ports []int `json:"ports,omitempty"`
+	// PortsUnknown: with ListOptions.Ports, the backend did not tell this
+	// process's ports in time, or is known not to answer (corral ps shows
+	// "?"); Ports is empty then.
+	PortsUnknown bool `json:"ports_unknown,omitempty"`
+	// BackendCondition is the condition of the process's backend while it
+	// is not ok (paused, unreachable, gone: see env.Condition and
+	// health.go), as the registry last saw it; empty while ok, and for a
+	// process whose tree is known to have ended. Nothing asks the backend
+	// to find it out.
+	BackendCondition env.Condition `json:"backend_condition,omitempty"`
+	// KillPending: a kill could not reach the backend (KillResult.
+	// Unreachable); the registry runs it again once the backend answers,
+	// and publishes a kill_finished event with the outcome. It survives a
+	// restart (the state file keeps it).
+	KillPending bool `json:"kill_pending,omitempty"`
 }
 
 // ReadyOptions are the conditions that make a process ready. Every
@@ -409,6 +424,14 @@ type KillResult struct {
 	// verified; it should be empty.
 	Survivors []int `json:"survivors,omitempty"`
 	State     State `json:"state"`
+	// Unreachable: the backend did not answer (a paused container, a host
+	// that is down or silent), so the tree was not killed, or the kill
+	// could not be verified: the process is never reported killed then.
+	// The kill stays pending (Info.KillPending): the registry runs it
+	// again once the backend answers, and publishes a kill_finished event
+	// with the outcome. Detail says why, in one sentence.
+	Unreachable bool   `json:"unreachable,omitempty"`
+	Detail      string `json:"detail,omitempty"`
 }
 
 // ListOptions filters List. All filters must hold.
@@ -458,7 +481,9 @@ const ReasonOutOfMemory = env.OutOfMemory
 // StateText is the state as people read it (corral ps, the dashboard):
 // "running", "exited (0)", "killed (SIGTERM)", "exited (SIGKILL, out of
 // memory)", "exited (0), 1 left running", and "running (foreground)" for
-// a Run someone waits on.
+// a Run someone waits on; with the backend's condition while it is not ok
+// ("running (docker://web paused)") and a kill that is pending (", kill
+// pending").
 func (in Info) StateText() string {
 	state := string(in.State)
 	if in.Foreground && !in.State.Final() {
@@ -476,6 +501,12 @@ func (in Info) StateText() string {
 	}
 	if in.State.Final() && in.Leftover > 0 {
 		state += fmt.Sprintf(", %d left running", in.Leftover)
+	}
+	if in.BackendCondition != "" && in.BackendCondition != env.ConditionOK {
+		state += " (" + in.Backend + " " + string(in.BackendCondition) + ")"
+	}
+	if in.KillPending {
+		state += ", kill pending"
 	}
 	return state
 }

@@ -42,9 +42,11 @@ func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Check what this machine supports (daemon, cgroup kill, PTY, Docker, ssh-agent, plugins) and what the daemon holds open",
 		Long: `Probe each capability for real (start a process, ping the engine, ask the
 agent) and report ok or missing with the reason. When the daemon runs, list
-the backends it holds open ("open ssh://..."): its connection (connected,
-idle, reconnecting), since when, when an unused one is closed
-(corral serve --idle-close) and its processes. Exit 0 whatever is missing:
+the backends it holds open ("open ssh://..."): its condition when it does
+not answer (paused, unreachable, gone: what the daemon's health check found,
+since when and why), its connection (connected, idle, reconnecting), since
+when, when an unused one is closed (corral serve --idle-close) and its
+processes. Exit 0 whatever is missing:
 the report is the result. Does not start the daemon.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -120,8 +122,9 @@ func probeDaemon(ctx context.Context) (probe, []probe) {
 }
 
 // backendProbe describes a backend the daemon holds open. It is ok unless
-// its connection is down, or its sandbox is gone (what the registry
-// says: a removed container, until the next call opens the target again).
+// its connection is down, or the daemon's health check found it paused,
+// unreachable or gone, or its sandbox is gone (a removed container, until
+// the next call opens the target again); its status then says which.
 func backendProbe(b registry.BackendInfo, now time.Time) probe {
 	if g := b.Gone; g != nil {
 		return probe{Name: "open " + b.Target, Status: "gone", Detail: fmt.Sprintf(
@@ -151,6 +154,20 @@ func backendProbe(b registry.BackendInfo, now time.Time) probe {
 		parts = append(parts, conn)
 		p.OK = c.State == env.ConnConnected || c.State == env.ConnIdle
 		p.Status = string(c.State)
+	}
+	if h := b.Health; h.Condition != "" && h.Condition != env.ConditionOK {
+		// What the daemon's health check found outranks the connection:
+		// a paused container has no connection to speak of.
+		cond := string(h.Condition)
+		if !h.Since.IsZero() {
+			cond += " since " + ago(now, h.Since)
+		}
+		if h.Detail != "" {
+			cond += " (" + h.Detail + ")"
+		}
+		parts = append(parts, cond)
+		p.OK = false
+		p.Status = string(h.Condition)
 	}
 	parts = append(parts, fmt.Sprintf("%d processes tracked, %d running", b.Tracked, b.Running))
 	p.Detail = strings.Join(parts, "; ")

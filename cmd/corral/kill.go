@@ -128,11 +128,12 @@ func killIDs(ctx context.Context, c *daemon.Client, ids []string, opts registry.
 	var errs []error
 	for _, id := range ids {
 		r, err := c.Kill(ctx, id, opts)
-		if err != nil {
+		if err != nil && !r.Unreachable {
+			// An unreachable one's result says it all (reportKills).
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))
-			if r.ID == "" {
-				continue
-			}
+		}
+		if err != nil && r.ID == "" {
+			continue
 		}
 		results = append(results, r)
 	}
@@ -140,7 +141,9 @@ func killIDs(ctx context.Context, c *daemon.Client, ids []string, opts registry.
 }
 
 // reportKills prints what a kill did (a JSON array, never null, with
-// --json) and turns its failures into the command's error.
+// --json) and turns its failures into the command's error. Processes whose
+// backend did not answer have their line (not killed, kill pending) and
+// one error for all of them, not one each repeating it.
 func reportKills(stdout io.Writer, results []registry.KillResult, errs []error, asJSON bool) error {
 	if asJSON {
 		if results == nil {
@@ -152,10 +155,27 @@ func reportKills(stdout io.Writer, results []registry.KillResult, errs []error, 
 			fmt.Fprintln(stdout, killLine(r))
 		}
 	}
+	if n := unreachable(results); n > 0 {
+		errs = append(errs, fmt.Errorf("%d %s not killed: %s backend does not answer; %s pending (corral ps shows %s; a kill_finished event in corral events tells how %s)",
+			n, plural(n, "process", "processes"), plural(n, "its", "their"), plural(n, "the kill is", "the kills are"),
+			plural(n, "it", "them"), plural(n, "it ends", "they end")))
+	}
 	if len(errs) > 0 {
 		return daemonError("kill", errs...)
 	}
 	return nil
+}
+
+// unreachable counts the results of processes whose backend did not
+// answer.
+func unreachable(results []registry.KillResult) int {
+	n := 0
+	for _, r := range results {
+		if r.Unreachable {
+			n++
+		}
+	}
+	return n
 }
 
 func killLine(r registry.KillResult) string {
@@ -165,6 +185,8 @@ func killLine(r registry.KillResult) string {
 	}
 	ended := fmt.Sprintf("%d %s ended", r.Ended, plural(r.Ended, "process", "processes"))
 	switch {
+	case r.Unreachable:
+		return fmt.Sprintf("%s NOT killed, unreachable: %s; the kill is pending and runs when the backend answers again", r.ID, r.Detail)
 	case len(r.Survivors) > 0:
 		return fmt.Sprintf("%s NOT fully killed: %s, survivors %v", r.ID, ended, r.Survivors)
 	case r.AlreadyExited && r.Signal == "":

@@ -35,7 +35,6 @@ func newPSCommand(stdout, stderr io.Writer) *cobra.Command {
 			if st.Notice != "" {
 				fmt.Fprintf(stderr, "corral: notice: %s\n", oneLine(st.Notice))
 			}
-			opts.Ports = true
 			list, err := c.List(cmd.Context(), opts)
 			if err != nil {
 				return daemonError("ps", err)
@@ -56,18 +55,21 @@ func newPSCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringArrayVar(&labels, "label", nil, "only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&opts.WithRef, "ref", false, "with --json: include each detached process's backend-private re-attach reference (ref)")
+	f.BoolVar(&opts.Ports, "ports", true, "look up the TCP ports each tree listens on (one look per backend; \"?\" when a backend does not answer in time)")
 	return cmd
 }
 
 // writePS prints the table. NAME, LEFT (the time left of a TTL) and PORTS
-// (the TCP ports the tree listens on) are columns only when some listed
-// process has one, to keep the table narrow where they say nothing.
+// (the TCP ports the tree listens on; "?" when its backend did not tell in
+// time) are columns only when some listed process has one, to keep the
+// table narrow where they say nothing. STATE carries the backend's
+// condition while it is not ok ("running (docker://web paused)").
 func writePS(w io.Writer, list []registry.Info, now time.Time) {
 	var named, ttl, ports bool
 	for _, in := range list {
 		named = named || in.Name != ""
 		ttl = ttl || !in.ExpiresAt.IsZero()
-		ports = ports || len(in.Ports) > 0
+		ports = ports || len(in.Ports) > 0 || in.PortsUnknown
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(id, name, backend, state, age, left, pid, portsCol, command string) {
@@ -91,8 +93,12 @@ func writePS(w io.Writer, list []registry.Info, now time.Time) {
 		if in.PID > 0 {
 			pid = fmt.Sprint(in.PID)
 		}
+		ports := portList(in.Ports)
+		if in.PortsUnknown {
+			ports = "?"
+		}
 		row(in.ID, orDash(in.Name), in.Backend, psState(in), age(now.Sub(in.CreatedAt)), timeLeft(in, now), pid,
-			portList(in.Ports), clipCommand(in.Command, 60))
+			ports, clipCommand(in.Command, 60))
 	}
 	tw.Flush()
 }

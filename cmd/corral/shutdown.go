@@ -60,6 +60,11 @@ func newShutdownCommand(stdout, stderr io.Writer) *cobra.Command {
 				fmt.Fprintln(stdout, killLine(r))
 			}
 			fmt.Fprintf(stderr, "corral: daemon (pid %d) stopped\n", st.PID)
+			if n := unreachable(resp.Killed); n > 0 {
+				// The state file keeps the pending kills.
+				return &exitError{code: exitCorralError, msg: fmt.Sprintf("shutdown: %d %s not killed: %s backend does not answer; the next daemon (any corral command starts it) runs the pending %s once it answers",
+					n, plural(n, "process", "processes"), plural(n, "its", "their"), plural(n, "kill", "kills"))}
+			}
 			if resp.Error != "" {
 				return &exitError{code: exitCorralError, msg: "shutdown: " + resp.Error}
 			}

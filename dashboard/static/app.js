@@ -138,7 +138,7 @@ function renderList() {
     cell(tr, s.id, "id");
     cell(tr, s.command, "cmd").title = s.command;
     cell(tr, s.backend);
-    cell(tr, s.state_text, "state state-" + s.state);
+    cell(tr, s.state_text, "state state-" + s.state + (s.backend_condition ? " sick" : ""));
     cell(tr, age(s.created_at), "age").dataset.created = s.created_at;
     cell(tr, s.pid ? String(s.pid) : "");
     const labels = cell(tr, "");
@@ -180,7 +180,7 @@ function renderDetail() {
   const final = !["starting", "running"].includes(s.state);
   $("d-id").textContent = s.id;
   $("d-state").textContent = s.state_text + (s.pty ? " · terminal" : "");
-  $("d-state").className = "state-" + s.state;
+  $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");
   $("d-cmd").textContent = `${s.backend}: ${s.command}`;
   const treeRuns = !final || s.tree_running;
   $("b-kill").disabled = !treeRuns;

@@ -124,7 +124,7 @@
 // Open of that docker:// container. docker-image:// sandboxes are deleted
 // as they stop, so there is nothing left to ask.
 //
-// # Name, errors
+// # Name, errors, health
 //
 // Name is "docker://" + the container's name for both kinds of target, so
 // a Ref stays valid however the sandbox is opened again. A container that
@@ -135,7 +135,16 @@
 // target then gets a fresh sandbox, a docker://NAME target the container
 // that now has the name). Open of docker://NAME with no container of that
 // name fails with one sentence saying so (env.ErrSandboxGone). An engine
-// that cannot be reached gives env.ErrUnavailable. A missing image is one error naming
+// that cannot be reached gives env.ErrUnavailable, and so does a paused
+// container, which refuses new execs (and freezes the resident shells and
+// follows already in it until it is unpaused). The Environment's health
+// check (env.HealthChecker, [Transport.Health]) is one inspect: paused
+// (with `docker unpause NAME`), gone (removed, stopped) or unreachable (the
+// engine does not answer in time), nothing run inside the container. An
+// exec the engine starts just as the container is paused can be caught
+// half-way (runc's init frozen in the container's cgroup); the engine then
+// hangs on that container, inspect included, until it is thawed: the
+// check reports it unreachable within its deadline. A missing image is one error naming
 // the fix (build it with scripts/build-test-image.sh, or docker
 // pull/import it).
 //

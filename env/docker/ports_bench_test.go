@@ -106,3 +106,69 @@ func BenchmarkListeners(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTreeListeners times finding the listening ports of twenty
+// processes in one container, each a server, as a listing with ports
+// does:
+//
+//	corral    one Env.TreeListeners call (one round trip for all of them)
+//	baseline  twenty Process.Listeners calls, eight at a time (what a
+//	          listing did before: one look per process)
+func BenchmarkTreeListeners(b *testing.B) {
+	cli := requireEngine(b)
+	name := startPlainContainer(b, cli)
+	ctx := context.Background()
+	e := openForBench(b, SchemeContainer+name)
+	const n = 20
+	procs := make([]env.Process, n)
+	for i := range procs {
+		p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("exec nc -l -p %d", 7300+i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx) })
+		if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{7300 + i}); err != nil {
+			b.Fatal(err)
+		}
+		procs[i] = p
+	}
+	check := func(b *testing.B, ls [][]env.Listener) {
+		for i := range ls {
+			if len(ls[i]) != 1 || ls[i][0].Port != 7300+i {
+				b.Fatalf("process %d: listeners %v", i, ls[i])
+			}
+		}
+	}
+	b.Run("corral", func(b *testing.B) {
+		tl := e.(env.TreePortLister)
+		for b.Loop() {
+			ls, err := tl.TreeListeners(ctx, procs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, ls)
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		for b.Loop() {
+			ls := make([][]env.Listener, n)
+			errs := make(chan error, n)
+			sem := make(chan struct{}, 8)
+			for i, p := range procs {
+				go func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					var err error
+					ls[i], err = p.(env.PortLister).Listeners(ctx)
+					errs <- err
+				}()
+			}
+			for range procs {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			check(b, ls)
+		}
+	})
+}

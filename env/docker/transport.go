@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -391,3 +392,32 @@ func runtimeExecFailed(stdout, stderr []byte) (string, bool) {
 	}
 	return "", false
 }
+
+// Health implements env.HealthChecker by asking the engine about the
+// container (one inspect, nothing run inside it): paused, stopped or
+// removed, or an engine that does not answer within ctx. A paused
+// container is what makes every call into it hang: the engine refuses new
+// execs, and the resident shells and follows already open are frozen.
+func (t *Transport) Health(ctx context.Context) env.Health {
+	res, err := t.cli.ContainerInspect(ctx, t.id, client.ContainerInspectOptions{})
+	switch {
+	case err == nil:
+	case cerrdefs.IsNotFound(err):
+		return env.Health{Condition: env.ConditionGone, Detail: fmt.Sprintf("container %s was removed", t.name)}
+	case ctx.Err() != nil:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "the Docker Engine did not answer in time"}
+	default:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("the Docker Engine cannot be asked about container %s: %.160v", t.name, err)}
+	}
+	switch st := res.Container.State; {
+	case st == nil:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("the Docker Engine reports no state for container %s", t.name)}
+	case st.Paused:
+		return env.Health{Condition: env.ConditionPaused, Detail: fmt.Sprintf("container %s is paused: docker unpause %s", t.name, t.name)}
+	case !st.Running || st.Restarting:
+		return env.Health{Condition: env.ConditionGone, Detail: fmt.Sprintf("container %s is %s", t.name, st.Status)}
+	}
+	return env.Health{Condition: env.ConditionOK}
+}
+
+var _ env.HealthChecker = (*Transport)(nil)

@@ -28,6 +28,7 @@ var portCases = []testCase{
 	{"TreeChild", func(t *testing.T, s *suite) { s.testTreeListener(t, `%s & wait`) }},
 	{"TreeGrandchild", func(t *testing.T, s *suite) { s.testTreeListener(t, `sh -c '%s & wait' & wait`) }},
 	{"OutsideTree", testOutsideTree},
+	{"TreeListeners", testTreeListeners},
 	{"GoneAfterKill", testListenersGoneAfterKill},
 	{"Exited", testListenersExited},
 	{"CheckURL", testCheckURL},
@@ -202,6 +203,47 @@ func testOutsideTree(t *testing.T, s *suite) {
 		}
 	}
 }
+
+// testTreeListeners: where the Environment implements env.TreePortLister,
+// one call gives each tree what its own Listeners give (commands aside),
+// and nil for a handle that is not the Environment's.
+func testTreeListeners(t *testing.T, s *suite) {
+	e := s.portsEnv(t)
+	tl, ok := e.(env.TreePortLister)
+	if !ok {
+		t.Skip("the Environment does not implement env.TreePortLister")
+	}
+	a := s.serve(t, e, `%s & wait`)
+	b := s.serve(t, e, `sh -c '%s & wait' & wait`)
+	quiet := s.start(t, e, env.Spec{Command: "sleep 60"})
+	trees, err := tl.TreeListeners(s.ctx(t), []env.Process{a.p, foreignProcess{}, b.p, quiet})
+	require.NoError(t, err, "TreeListeners")
+	require.Len(t, trees, 4)
+	for i, p := range []env.Process{a.p, nil, b.p, quiet} {
+		if p == nil {
+			assert.Nil(t, trees[i], "a handle of another Environment")
+			continue
+		}
+		want := s.listeners(t, p)
+		got := trees[i]
+		checkSorted(t, got)
+		for j := range got {
+			got[j].Command = ""
+		}
+		for j := range want {
+			want[j].Command = ""
+		}
+		assert.Equal(t, want, got, "tree %d: TreeListeners and Process.Listeners disagree", i)
+	}
+	_, ok = findListener(trees[0], a.port)
+	assert.True(t, ok, "tree 0 lacks its port %d: %v", a.port, trees[0])
+	_, ok = findListener(trees[2], b.port)
+	assert.True(t, ok, "tree 2 lacks its port %d: %v", b.port, trees[2])
+	assert.Empty(t, trees[3], "a tree that listens on nothing")
+}
+
+// foreignProcess is a Process of no Environment under test.
+type foreignProcess struct{ env.Process }
 
 // testListenersGoneAfterKill: a killed tree holds no socket.
 func testListenersGoneAfterKill(t *testing.T, s *suite) {

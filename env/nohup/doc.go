@@ -211,9 +211,13 @@
 //
 // # Ports
 //
-// Process.Listeners, Env.Listeners, Process.WaitListening and Env.CheckURL
-// (ports.go, sh/ports.sh) implement env.PortLister, env.PortWaiter and
-// env.URLChecker. The shell only gathers: the LISTEN rows of
+// Process.Listeners, Env.Listeners, Env.TreeListeners, Process.WaitListening
+// and Env.CheckURL (ports.go, sh/ports.sh) implement env.PortLister,
+// env.TreePortLister, env.PortWaiter and env.URLChecker. TreeListeners
+// answers for many trees in one call (corral_treelisteners): one pass over
+// /proc for the groups, one grep for the tags, one grep per network
+// namespace for the rows and one stat for the descriptors, whatever the
+// number of trees, and no command lines. The shell only gathers: the LISTEN rows of
 // /proc/PID/net/tcp and tcp6 in the tree's network namespace, raw, and
 // which socket inodes the tree's processes hold (stat -L on
 // /proc/PID/fd/*, whose names come from the glob, so no file name can pass
@@ -226,6 +230,13 @@
 // Listeners paced by Poll. CheckURL runs the first of curl, GNU wget,
 // busybox wget and python3 in the sandbox; with none it fails with
 // ErrUnsupported and Capabilities.CheckURL turns false.
+//
+// # Health
+//
+// Env.Health implements env.HealthChecker: the transport's own check when
+// it implements env.HealthChecker (docker asks the engine about the
+// container, ssh sends a keepalive), else one trivial call into the
+// sandbox within the caller's deadline.
 //
 // # Errors
 //

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/backoff"
@@ -57,7 +58,10 @@ type Env struct {
 	follows sync.WaitGroup
 }
 
-var _ env.Environment = (*Env)(nil)
+var (
+	_ env.Environment   = (*Env)(nil)
+	_ env.HealthChecker = (*Env)(nil)
+)
 
 // New returns an Env that runs processes through t. Nothing crosses the
 // transport until the first call that needs the sandbox.
@@ -678,6 +682,50 @@ func (e *Env) ConnStatus() env.ConnStatus {
 		return r.ConnStatus()
 	}
 	return env.ConnStatus{}
+}
+
+// Health implements env.HealthChecker: the transport's own check when it
+// has one (docker asks the engine about the container, ssh sends a
+// keepalive), else one trivial call into the sandbox, which must answer
+// within ctx. Nothing else is asked of a sandbox whose transport checked
+// it: a check must not queue behind the calls it is meant to judge.
+func (e *Env) Health(ctx context.Context) env.Health {
+	if err := e.checkOpen(); err != nil {
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "the environment was closed"}
+	}
+	if hc, ok := e.t.(env.HealthChecker); ok {
+		return hc.Health(ctx)
+	}
+	_, err := e.call(ctx, "health", call("corral_uid"), false)
+	return healthOf(ctx, err)
+}
+
+// healthOf is the health a call's outcome shows: ok without an error,
+// gone for env.ErrSandboxGone, else unreachable, with the error (clipped)
+// as the detail; a call cut by ctx's deadline did not answer in time.
+func healthOf(ctx context.Context, err error) env.Health {
+	switch {
+	case err == nil:
+		return env.Health{Condition: env.ConditionOK}
+	case errors.Is(err, env.ErrSandboxGone):
+		return env.Health{Condition: env.ConditionGone, Detail: clipDetail(err.Error())}
+	case ctx.Err() != nil:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "it did not answer a health check in time"}
+	}
+	return env.Health{Condition: env.ConditionUnreachable, Detail: clipDetail(err.Error())}
+}
+
+// clipDetail keeps a health detail to one short line.
+func clipDetail(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= 200 {
+		return s
+	}
+	cut := 200
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func (e *Env) forget(p *process) {

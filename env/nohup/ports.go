@@ -29,10 +29,11 @@ import (
 // check on docker costs no round trip per look.
 
 var (
-	_ env.PortLister = (*Env)(nil)
-	_ env.URLChecker = (*Env)(nil)
-	_ env.PortLister = (*process)(nil)
-	_ env.PortWaiter = (*process)(nil)
+	_ env.PortLister     = (*Env)(nil)
+	_ env.TreePortLister = (*Env)(nil)
+	_ env.URLChecker     = (*Env)(nil)
+	_ env.PortLister     = (*process)(nil)
+	_ env.PortWaiter     = (*process)(nil)
 )
 
 // listenReport is what l_report prints, decoded.
@@ -192,6 +193,138 @@ func (e *Env) Listeners(ctx context.Context) ([]env.Listener, error) {
 		return nil, fmt.Errorf("nohup %s: listeners: %w", e.opts.Name, err)
 	}
 	return rep.listeners(true), nil
+}
+
+// TreeListeners implements env.TreePortLister: one call
+// (corral_treelisteners in sh/ports.sh) finds the listeners of every
+// process of procs that is this Env's, each read as its Listeners would,
+// without commands. Handles of another Env, or released, get nil.
+func (e *Env) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.Listener, error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, err
+	}
+	out := make([][]env.Listener, len(procs))
+	var args []string
+	var index []int // the position in procs of each tree of the call
+	for i, h := range procs {
+		p, ok := h.(*process)
+		if !ok || p.e != e || p.check() != nil {
+			continue
+		}
+		args = append(args, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
+		index = append(index, i)
+	}
+	if len(index) == 0 {
+		return out, nil
+	}
+	rep, err := e.call(ctx, "tree listeners", call("corral_treelisteners", args...), true)
+	if err != nil {
+		return nil, err
+	}
+	trees, err := parseTreeReport(rep, len(index))
+	if err != nil {
+		return nil, fmt.Errorf("nohup %s: tree listeners: %w", e.opts.Name, err)
+	}
+	for k, ls := range trees {
+		out[index[k]] = ls
+	}
+	return out, nil
+}
+
+// parseTreeReport decodes corral_treelisteners's lines into each of the n
+// trees' listeners (see sh/ports.sh): a LISTEN row of a tree's namespace
+// is the tree's when a process of the tree holds its socket.
+func parseTreeReport(out []byte, n int) ([][]env.Listener, error) {
+	members := make([]map[int]bool, n)
+	ns := make([]string, n)
+	rows := map[string][]listenRow{}
+	holders := map[uint64][]int{}
+	tree := func(field string) (int, error) {
+		i, err := strconv.Atoi(field)
+		if err != nil || i < 0 || i >= n {
+			return 0, fmt.Errorf("tree index %q out of range", field)
+		}
+		return i, nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		kind, rest, _ := strings.Cut(line, " ")
+		bad := func(err error) ([][]env.Listener, error) {
+			return nil, fmt.Errorf("line %q: %w", trunc([]byte(line)), err)
+		}
+		switch kind {
+		case "M", "N":
+			f := strings.Fields(rest)
+			if len(f) != 2 {
+				return bad(errors.New("want two fields"))
+			}
+			i, err := tree(f[0])
+			if err != nil {
+				return bad(err)
+			}
+			if kind == "N" {
+				ns[i] = f[1]
+				continue
+			}
+			pid, err := strconv.Atoi(f[1])
+			if err != nil || pid <= 0 {
+				return bad(errors.New("malformed PID"))
+			}
+			if members[i] == nil {
+				members[i] = map[int]bool{}
+			}
+			members[i][pid] = true
+		case "R":
+			key, row, _ := strings.Cut(rest, " ")
+			r, err := parseTCPRow(row)
+			if err != nil {
+				return bad(err)
+			}
+			rows[key] = append(rows[key], r)
+		case "H":
+			f := strings.Fields(rest)
+			if len(f) != 2 {
+				return bad(errors.New("want two fields"))
+			}
+			pid, err1 := strconv.Atoi(f[0])
+			ino, err2 := strconv.ParseUint(f[1], 10, 64)
+			if err1 != nil || err2 != nil || pid <= 0 {
+				return bad(errors.New("malformed holder"))
+			}
+			holders[ino] = append(holders[ino], pid)
+		case "":
+		default:
+			return bad(errors.New("unknown line"))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	res := make([][]env.Listener, n)
+	for i := range n {
+		if members[i] == nil || ns[i] == "" {
+			continue
+		}
+		rep := listenReport{holders: map[uint64]int{}}
+		for _, r := range rows[ns[i]] {
+			// The lowest PID of the tree that holds it: one of them, the
+			// same at every look.
+			held := 0
+			for _, pid := range holders[r.inode] {
+				if members[i][pid] && (held == 0 || pid < held) {
+					held = pid
+				}
+			}
+			if held != 0 {
+				rep.rows = append(rep.rows, r)
+				rep.holders[r.inode] = held
+			}
+		}
+		res[i] = rep.listeners(false)
+	}
+	return res, nil
 }
 
 // WaitListening implements env.PortWaiter. While a long-poll slot is free

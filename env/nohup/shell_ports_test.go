@@ -171,3 +171,73 @@ func TestShellWaitportEscapee(t *testing.T) {
 		assert.Equal(t, []env.Listener{{Port: 3000, Addr: "127.0.0.1", PID: 101, Command: "srv -p 3000"}}, rep.listeners(false))
 	})
 }
+
+// TestShellTreeListeners runs corral_treelisteners on a crafted /proc with
+// three trees in one call: one whose command runs (its group and a tagged
+// escapee), one whose command exited (only a tagged process is left) and
+// one with nothing left; another program's socket and a connection that is
+// not listening are nobody's.
+func TestShellTreeListeners(t *testing.T) {
+	const tagA, tagB, tagC = "0123456789abcdef", "fedcba9876543210", "00000000000000aa"
+	p := newFakeProc(t)
+	dir := t.TempDir()
+	ino := map[string]uint64{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		ino[n] = socketFile(t, filepath.Join(dir, n))
+	}
+	p.add(t, 100, statLine(100, "sh", "S", 1, 100, 1000, 0), "CORRAL_TREE="+tagA)
+	p.add(t, 101, statLine(101, "node", "S", 100, 100, 1001, 0))                   // the group, untagged (env -i)
+	p.add(t, 102, statLine(102, "esc", "S", 1, 102, 1002, 0), "CORRAL_TREE="+tagA) // setsid escapee
+	p.add(t, 200, statLine(200, "other", "S", 1, 200, 2000, 0))
+	p.add(t, 301, statLine(301, "daemon", "S", 1, 301, 3001, 0), "X=1", "CORRAL_TREE="+tagB)
+	fds := map[int]map[string]string{
+		100: {"0": filepath.Join(dir, "c")},
+		101: {"3": filepath.Join(dir, "a")},
+		102: {"5": filepath.Join(dir, "d")},
+		200: {"3": filepath.Join(dir, "b")},
+		301: {"4": filepath.Join(dir, "d"), "6": filepath.Join(dir, "c")},
+	}
+	for pid, m := range fds {
+		d := filepath.Join(string(p), strconv.Itoa(pid))
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "fd"), 0o755))
+		for fd, target := range m {
+			require.NoError(t, os.Symlink(target, filepath.Join(d, "fd", fd)))
+		}
+	}
+	tcp := tcpRow(0, "0100007F:0BB8", "0A", ino["a"]) + // 127.0.0.1:3000, node's (tree A)
+		tcpRow(1, "00000000:0BB9", "0A", ino["b"]) + // 0.0.0.0:3001, another program's
+		tcpRow(2, "0100007F:0BBA", "01", ino["c"]) + // established, not a listener
+		tcpRow(3, "00000000:1F90", "0A", ino["d"]) // 0.0.0.0:8080, held in both A and B
+	for _, pid := range []string{"100", "301"} {
+		nd := filepath.Join(string(p), pid, "net")
+		require.NoError(t, os.MkdirAll(nd, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(nd, "tcp"), []byte("  sl  local_address rem_address   st\n"+tcp), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(nd, "tcp6"), nil, 0o644))
+	}
+	// Tree B's command (300) is gone; tree C's start time is not its
+	// PID's any more (a reused PID: 200 is another program).
+	args := "100 1000 " + tagA + " 300 3000 " + tagB + " 200 9999 " + tagC + "\n"
+	forTestShells(t, func(t *testing.T, sh testShell) {
+		out := sh.run(t, p.libWith("corral_treelisteners "+args))
+		trees, err := parseTreeReport([]byte(out), 3)
+		require.NoError(t, err, out)
+		assert.Equal(t, []env.Listener{
+			{Port: 3000, Addr: "127.0.0.1", PID: 101},
+			{Port: 8080, Addr: "0.0.0.0", PID: 102},
+		}, trees[0], out)
+		assert.Equal(t, []env.Listener{{Port: 8080, Addr: "0.0.0.0", PID: 301}}, trees[1], out)
+		assert.Empty(t, trees[2], out)
+	})
+}
+
+// TestParseTreeReport: lines the engine's script does not write are an
+// error, not a guess.
+func TestParseTreeReport(t *testing.T) {
+	for _, bad := range []string{"M 3 100\n", "M 0 x\n", "N 0\n", "H 1\n", "R k garbage\n", "Z\n"} {
+		_, err := parseTreeReport([]byte(bad), 1)
+		assert.Error(t, err, bad)
+	}
+	trees, err := parseTreeReport(nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, [][]env.Listener{nil, nil}, trees)
+}

@@ -205,6 +205,8 @@ type conn struct {
 	busy      int           // Exec calls and resident-shell calls under way
 	lastUse   time.Time     // when the last of them started or ended
 	changed   chan struct{} // closed and replaced at every change of the above
+
+	checking atomic.Bool // a health check's keepalive awaits its reply
 }
 
 // newConn dials once, synchronously, so that Open reports an unreachable
@@ -313,6 +315,51 @@ func (c *conn) connStatus() env.ConnStatus {
 		}
 	}
 	return st
+}
+
+// health is Transport.Health. The keepalive is sent on the live client
+// and waited for within ctx: a check that gets no answer in time reports
+// the host unreachable and leaves the client to the keepalive's own
+// timeout (KeepAliveTimeout), after which it is closed, as the
+// supervisor's keepalive would close it.
+func (c *conn) health(ctx context.Context) env.Health {
+	c.mu.Lock()
+	client, closed, idle, downErr := c.client, c.closed, c.idle, c.downErr
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: "the connection was closed"}
+	case client == nil && idle && downErr == nil:
+		return env.Health{Condition: env.ConditionOK}
+	case client == nil && idle:
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("the last dial of %s failed: %.160v", c.d.name, downErr)}
+	case client == nil:
+		detail := fmt.Sprintf("the connection to %s is down; reconnecting", c.d.name)
+		if downErr != nil {
+			detail = fmt.Sprintf("%s: %.160v", detail, downErr)
+		}
+		return env.Health{Condition: env.ConditionUnreachable, Detail: detail}
+	}
+	// One check's keepalive at a time: a silent host leaves the request
+	// waiting until the client dies, and a check every second must not
+	// pile them up.
+	if !c.checking.CompareAndSwap(false, true) {
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("%s does not answer: the last check's keepalive has no reply yet", c.d.name)}
+	}
+	res := make(chan error, 1)
+	go func() {
+		defer c.checking.Store(false)
+		res <- c.roundTrip(c.ctx, client, c.d.opts.KeepAliveTimeout)
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("%s: keepalive failed: %.160v", c.d.name, err)}
+		}
+		return env.Health{Condition: env.ConditionOK}
+	case <-ctx.Done():
+		return env.Health{Condition: env.ConditionUnreachable, Detail: fmt.Sprintf("%s does not answer: no reply to a keepalive in time", c.d.name)}
+	}
 }
 
 // notifyLocked wakes everyone waiting for a change; c.mu must be held.

@@ -103,6 +103,14 @@
 // background: the next call dials, within the connect and handshake
 // timeouts rather than ReconnectWait, and a failed dial is that call's
 // error. [Transport.ConnStatus] says which state the connection is in.
+// [Transport.Health] (env.HealthChecker) turns it into a condition for a
+// supervisor's background check: unreachable while the connection is down
+// or its last dial failed, and when a keepalive sent for the check gets no
+// answer within the check's deadline (a host gone silent is seen in
+// seconds, where the connection's own keepalive takes up to
+// KeepAliveInterval plus KeepAliveTimeout). One check's keepalive is in
+// flight at a time; one without a reply after KeepAliveTimeout closes the
+// connection, as the supervisor's does.
 //
 // # Running a script
 //

@@ -269,5 +269,15 @@ func (t *Transport) WaitConnected(ctx context.Context) error { return t.c.waitUp
 // ConnStatus implements env.ConnReporter.
 func (t *Transport) ConnStatus() env.ConnStatus { return t.c.connStatus() }
 
+// Health implements env.HealthChecker from the connection: ok while it is
+// up and answers a keepalive within ctx (or is closed for idleness, which
+// the next call re-opens), unreachable while it is down and being
+// re-established, or when the keepalive gets no answer in time (a host
+// that went silent, a blackholed route: what the supervisor's own
+// keepalive takes Options.KeepAliveTimeout to call dead).
+func (t *Transport) Health(ctx context.Context) env.Health { return t.c.health(ctx) }
+
+var _ env.HealthChecker = (*Transport)(nil)
+
 // Close closes the connection and stops reconnecting. Idempotent.
 func (t *Transport) Close() error { return t.c.Close() }

@@ -259,6 +259,12 @@ var DefaultChecks = []Check{
 	{Bench: "CLIOutputDocker", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.5},
 	{Bench: "CLIRunLocal", Unit: "ns/op", Kind: Below, Limit: 20e6},
 	{Bench: "CLIVersion", Unit: "ns/op", Kind: Below, Limit: 10e6},
+	// `corral ps` with the ports of twenty processes in one container
+	// within 100 ms: one look per backend, not one exec per process.
+	{Bench: "CLIPSPortsDocker", Unit: "ns/op", Kind: Below, Limit: 100e6},
+	// The look behind it: the ports of twenty trees in one round trip at
+	// most a fifth of one look per tree.
+	{Bench: "TreeListeners", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.2},
 	// Every browser of the dashboard sees a change within 100 ms.
 	{Bench: "UpdateLatency", Unit: "update-ms", Kind: Below, Limit: 100},
 	// corral acp adds no measurable latency to a message it only relays:

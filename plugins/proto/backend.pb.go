@@ -1889,6 +1889,60 @@ func (x *SpecError) GetReason() string {
 	return ""
 }
 
+type HealthResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Condition is env.Condition: "ok", "paused", "unreachable" or "gone".
+	Condition string `protobuf:"bytes,1,opt,name=condition,proto3" json:"condition,omitempty"`
+	// Detail says why, in one short sentence.
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthResponse) Reset() {
+	*x = HealthResponse{}
+	mi := &file_backend_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthResponse) ProtoMessage() {}
+
+func (x *HealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
+func (*HealthResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *HealthResponse) GetCondition() string {
+	if x != nil {
+		return x.Condition
+	}
+	return ""
+}
+
+func (x *HealthResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
@@ -2022,7 +2076,10 @@ const file_backend_proto_rawDesc = "" +
 	"\tSpecError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2\xad\f\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"F\n" +
+	"\x0eHealthResponse\x12\x1c\n" +
+	"\tcondition\x18\x01 \x01(\tR\tcondition\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail2\xf2\f\n" +
 	"\aBackend\x12E\n" +
 	"\x04Info\x12\x1d.corral.plugin.v1.InfoRequest\x1a\x1e.corral.plugin.v1.InfoResponse\x12E\n" +
 	"\x04Open\x12\x1d.corral.plugin.v1.OpenRequest\x1a\x1e.corral.plugin.v1.OpenResponse\x12O\n" +
@@ -2045,7 +2102,8 @@ const file_backend_proto_rawDesc = "" +
 	"\fEnvListeners\x12\x17.corral.plugin.v1.Empty\x1a#.corral.plugin.v1.ListenersResponse\x12R\n" +
 	"\tListeners\x12 .corral.plugin.v1.ProcessRequest\x1a#.corral.plugin.v1.ListenersResponse\x12\\\n" +
 	"\rWaitListening\x12&.corral.plugin.v1.WaitListeningRequest\x1a#.corral.plugin.v1.ListenersResponse\x12Q\n" +
-	"\bCheckURL\x12!.corral.plugin.v1.CheckURLRequest\x1a\".corral.plugin.v1.CheckURLResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
+	"\bCheckURL\x12!.corral.plugin.v1.CheckURLRequest\x1a\".corral.plugin.v1.CheckURLResponse\x12C\n" +
+	"\x06Health\x12\x17.corral.plugin.v1.Empty\x1a .corral.plugin.v1.HealthResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -2060,7 +2118,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -2096,6 +2154,7 @@ var file_backend_proto_goTypes = []any{
 	(*CheckURLResponse)(nil),     // 31: corral.plugin.v1.CheckURLResponse
 	(*Error)(nil),                // 32: corral.plugin.v1.Error
 	(*SpecError)(nil),            // 33: corral.plugin.v1.SpecError
+	(*HealthResponse)(nil),       // 34: corral.plugin.v1.HealthResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	6,  // 0: corral.plugin.v1.InfoResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
@@ -2135,29 +2194,31 @@ var file_backend_proto_depIdxs = []int32{
 	16, // 34: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
 	29, // 35: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
 	30, // 36: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
-	3,  // 37: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 38: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	7,  // 39: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	13, // 40: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	15, // 41: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
-	13, // 42: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	18, // 43: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	20, // 44: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 45: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 46: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	22, // 47: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	24, // 48: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 49: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	26, // 50: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 51: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 52: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 53: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	28, // 54: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 55: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 56: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
-	31, // 57: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
-	37, // [37:58] is the sub-list for method output_type
-	16, // [16:37] is the sub-list for method input_type
+	1,  // 37: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
+	3,  // 38: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 39: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	7,  // 40: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	13, // 41: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	15, // 42: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	13, // 43: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	18, // 44: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	20, // 45: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 46: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 47: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	22, // 48: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	24, // 49: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 50: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	26, // 51: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 52: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 53: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 54: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	28, // 55: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 56: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 57: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
+	31, // 58: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
+	34, // 59: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
+	38, // [38:60] is the sub-list for method output_type
+	16, // [16:38] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2174,7 +2235,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

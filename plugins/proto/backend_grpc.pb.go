@@ -50,6 +50,7 @@ const (
 	Backend_Listeners_FullMethodName     = "/corral.plugin.v1.Backend/Listeners"
 	Backend_WaitListening_FullMethodName = "/corral.plugin.v1.Backend/WaitListening"
 	Backend_CheckURL_FullMethodName      = "/corral.plugin.v1.Backend/CheckURL"
+	Backend_Health_FullMethodName        = "/corral.plugin.v1.Backend/Health"
 )
 
 // BackendClient is the client API for Backend service.
@@ -99,6 +100,12 @@ type BackendClient interface {
 	Listeners(ctx context.Context, in *ProcessRequest, opts ...grpc.CallOption) (*ListenersResponse, error)
 	WaitListening(ctx context.Context, in *WaitListeningRequest, opts ...grpc.CallOption) (*ListenersResponse, error)
 	CheckURL(ctx context.Context, in *CheckURLRequest, opts ...grpc.CallOption) (*CheckURLResponse, error)
+	// Health is env.HealthChecker: whether the plugin's sandbox answers
+	// (paused, unreachable, gone). The host calls it in the background with
+	// a short deadline. A plugin whose Environment has no check answers ok
+	// (it answered); plugins built before this call answer Unimplemented,
+	// which the host reads the same way.
+	Health(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*HealthResponse, error)
 }
 
 type backendClient struct {
@@ -331,6 +338,16 @@ func (c *backendClient) CheckURL(ctx context.Context, in *CheckURLRequest, opts 
 	return out, nil
 }
 
+func (c *backendClient) Health(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*HealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealthResponse)
+	err := c.cc.Invoke(ctx, Backend_Health_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -378,6 +395,12 @@ type BackendServer interface {
 	Listeners(context.Context, *ProcessRequest) (*ListenersResponse, error)
 	WaitListening(context.Context, *WaitListeningRequest) (*ListenersResponse, error)
 	CheckURL(context.Context, *CheckURLRequest) (*CheckURLResponse, error)
+	// Health is env.HealthChecker: whether the plugin's sandbox answers
+	// (paused, unreachable, gone). The host calls it in the background with
+	// a short deadline. A plugin whose Environment has no check answers ok
+	// (it answered); plugins built before this call answer Unimplemented,
+	// which the host reads the same way.
+	Health(context.Context, *Empty) (*HealthResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -450,6 +473,9 @@ func (UnimplementedBackendServer) WaitListening(context.Context, *WaitListeningR
 }
 func (UnimplementedBackendServer) CheckURL(context.Context, *CheckURLRequest) (*CheckURLResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckURL not implemented")
+}
+func (UnimplementedBackendServer) Health(context.Context, *Empty) (*HealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -832,6 +858,24 @@ func _Backend_CheckURL_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Health_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Health(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Health_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Health(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -914,6 +958,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckURL",
 			Handler:    _Backend_CheckURL_Handler,
+		},
+		{
+			MethodName: "Health",
+			Handler:    _Backend_Health_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

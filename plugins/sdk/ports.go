@@ -81,3 +81,19 @@ func (s *server) CheckURL(ctx context.Context, req *pb.CheckURLRequest) (*pb.Che
 	}
 	return &pb.CheckURLResponse{Status: int32(code)}, nil
 }
+
+// Health implements env.HealthChecker over the wire: the Environment's own
+// check, bounded by the host's deadline; an Environment without one is ok
+// (the plugin answered, which is all the host can learn of it).
+func (s *server) Health(ctx context.Context, _ *pb.Empty) (*pb.HealthResponse, error) {
+	e, err := s.environment()
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	hc, ok := e.(env.HealthChecker)
+	if !ok {
+		return &pb.HealthResponse{Condition: string(env.ConditionOK)}, nil
+	}
+	h := hc.Health(ctx)
+	return &pb.HealthResponse{Condition: string(h.Condition), Detail: h.Detail}, nil
+}

@@ -88,6 +88,114 @@ corral_listeners_all() {
 	l_report "${corral_proc:-/proc}/net" all
 }
 
+# corral_treelisteners CPID CSTART TAG... (three words a tree) prints
+# what corral_listeners would for each of several trees, in one look:
+#
+#	M IDX PID      a live process of tree IDX (0-based, in argument order)
+#	N IDX NS       tree IDX's sockets are read in network namespace NS
+#	R NS ROW       each row of NS's tcp and tcp6 in the LISTEN state
+#	H PID INODE    each socket among those rows held by a process of a tree
+#
+# A tree is tree's (state.sh): the command's process group while the
+# command runs, and the processes tagged CORRAL_TREE=TAG. Its namespace is
+# its command's while that runs, else another member's, as in
+# corral_listeners; NS is the namespace's inode, or p and the PID it is
+# read through when that cannot be read. One pass over /proc (builtins
+# only) finds the groups, one grep the tags, one stat the namespaces, read
+# (a builtin) the rows and one stat the descriptors: no fork per tree, so
+# that listing every process with its ports is one round trip of a few
+# forks. No command lines are sent.
+corral_treelisteners() {
+	t_P=${corral_proc:-/proc} t_lead=' ' t_first= t_tags= t_i=0
+	while [ $# -ge 3 ]; do
+		# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
+		if pstat "$1" && [ "$p_start" = "$2" ] && [ "$p_state" != Z ]; then
+			t_lead="$t_lead$1:$t_i " t_first="$t_first $t_i:$1"
+		fi
+		t_tags="$t_tags CORRAL_TREE=$3:$t_i"
+		t_i=$((t_i + 1))
+		shift 3
+	done
+	# The members as IDX:PID words, running commands first (they name
+	# their tree's namespace).
+	t_m=$t_first$(
+		if [ "$t_lead" != ' ' ]; then
+			for f in "$t_P"/[0-9]*/stat; do
+				q=${f#"$t_P"/}
+				q=${q%/stat}
+				if ! pstat "$q" || [ "$p_state" = Z ]; then continue; fi
+				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
+				case $t_lead in *" $p_pgrp:"*) ;; *) continue ;; esac
+				t_x=${t_lead#*" $p_pgrp:"}
+				echo " ${t_x%% *}:$q"
+			done
+		fi
+		set --
+		for t_t in $t_tags; do set -- "$@" -e "${t_t%:*}"; done
+		[ $# -gt 0 ] || exit 0
+		grep -H -s -F -z -x "$@" "$t_P"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do
+			q=${f#"$t_P"/}
+			q=${q%%/*}
+			t_v=${f##*:}
+			for t_t in $t_tags; do
+				[ "${t_t%:*}" = "$t_v" ] || continue
+				pstat "$q" && [ "$p_state" != Z ] && echo " ${t_t##*:}:$q"
+				break
+			done
+		done
+	)
+	[ -n "$t_m" ] || return 0
+	t_seen=' ' t_reps=' ' t_nsf=
+	for t_w in $t_m; do
+		t_x=${t_w%%:*} q=${t_w#*:}
+		case $t_seen in *" $t_x:$q "*) continue ;; esac
+		t_seen="$t_seen$t_x:$q "
+		echo "M $t_x $q"
+		case $t_reps in *" $t_x:"*) ;; *) t_reps="$t_reps$t_x:$q " t_nsf="$t_nsf $t_P/$q/ns/net" ;; esac
+	done
+	# shellcheck disable=SC2086 # one path a word
+	t_ns=" $(stat -L -c '%i:%n' $t_nsf 2>/dev/null | tr '\n' ' ')"
+	t_done=' ' t_inos=' '
+	set -f
+	for t_w in $t_reps; do
+		t_x=${t_w%%:*} q=${t_w#*:}
+		case $t_ns in
+		*":$t_P/$q/ns/net "*) t_k=${t_ns%%":$t_P/$q/ns/net "*}; t_k=${t_k##* } ;;
+		*) t_k=p$q ;;
+		esac
+		echo "N $t_x $t_k"
+		case $t_done in *" $t_k "*) continue ;; esac
+		t_done="$t_done$t_k "
+		# The rows are read with read, not grep: no fork per namespace.
+		for f in "$t_P/$q/net/tcp" "$t_P/$q/net/tcp6"; do
+			[ -r "$f" ] || continue
+			while IFS= read -r t_r; do
+				case $t_r in *" 0A "*) ;; *) continue ;; esac
+				# shellcheck disable=SC2086 # splitting the row's fields is the point
+				set -- $t_r
+				[ "$4" = 0A ] || continue
+				echo "R $t_k $t_r"
+				t_inos="$t_inos${10} "
+			done <"$f"
+		done
+	done
+	set +f
+	[ "$t_inos" != ' ' ] || return 0
+	# One stat for every descriptor of the trees: the names come from the
+	# glob (see l_report).
+	set --
+	for t_w in $t_seen; do set -- "$@" "$t_P/${t_w#*:}"/fd/*; done
+	stat -L -c '%F %i %n' "$@" 2>/dev/null | while IFS= read -r t_f; do
+		case $t_f in "socket "*) ;; *) continue ;; esac
+		# shellcheck disable=SC2086 # "socket INODE /proc/PID/fd/N"
+		set -- $t_f
+		case $t_inos in *" $2 "*) ;; *) continue ;; esac
+		q=${3#"$t_P"/}
+		echo "H ${q%%/*} $2"
+	done
+	return 0
+}
+
 # corral_waitport DIR CPID CSTART TAG PORTS BUDGET ID WAITED waits inside
 # the sandbox until the tree listens on one of PORTS (four upper-case hex
 # digits each, as /proc/net/tcp writes them, separated by spaces). Then it
