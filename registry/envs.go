@@ -169,17 +169,16 @@ type BackendInfo struct {
 	// Conn is the connection it holds, for environments that have one
 	// (env.ConnReporter).
 	Conn *env.ConnStatus `json:"conn,omitempty"`
-	// Gone is set for a target whose sandbox vanished and that was not
-	// opened again since (it is then not open, and Name is the old
-	// environment's): the next call on the target opens it again.
-	Gone *GoneInfo `json:"gone,omitempty"`
 	// Health is its condition as the registry last saw it (health.go):
-	// paused, unreachable or gone, with why, or ok.
+	// paused, unreachable or gone, with why, or ok. A target whose
+	// sandbox vanished and that was not opened again since is listed
+	// gone (it is then not open, OpenedAt is zero and Name is the old
+	// environment's): the next call on the target opens it again.
 	Health BackendHealth `json:"health"`
 }
 
 // Backends lists the environments the registry has opened, by target,
-// and the targets whose sandbox is gone (BackendInfo.Gone). Environments
+// and the targets whose sandbox is gone (condition gone). Environments
 // still opening are left out.
 func (r *Registry) Backends() []BackendInfo {
 	type open struct {
@@ -227,7 +226,8 @@ func (r *Registry) Backends() []BackendInfo {
 	}
 	for target, g := range gone {
 		c := byTarget[target]
-		out = append(out, BackendInfo{Target: target, Name: g.Name, Tracked: c.tracked, Running: c.running, Gone: &g})
+		out = append(out, BackendInfo{Target: target, Name: g.Name, Tracked: c.tracked, Running: c.running,
+			Health: BackendHealth{Condition: env.ConditionGone, Detail: g.Reason + "; the next run or start on it opens it again", Since: g.Since}})
 	}
 	slices.SortFunc(out, func(a, b BackendInfo) int { return cmp.Compare(a.Target, b.Target) })
 	return out

@@ -116,8 +116,8 @@ func TestSandboxGoneReopens(t *testing.T) {
 	bs := f.r.Backends()
 	require.Len(t, bs, 1, "%+v", bs)
 	require.Equal(t, "box", bs[0].Target)
-	require.NotNil(t, bs[0].Gone, "the target is listed as gone until it is opened again")
-	require.Contains(t, bs[0].Gone.Reason, "container removed")
+	require.Equal(t, env.ConditionGone, bs[0].Health.Condition, "the target is listed as gone until it is opened again")
+	require.Contains(t, bs[0].Health.Detail, "container removed")
 	require.Equal(t, 2, bs[0].Tracked)
 	require.Zero(t, bs[0].Running)
 
@@ -130,7 +130,7 @@ func TestSandboxGoneReopens(t *testing.T) {
 	require.NoError(t, err)
 	bs = f.r.Backends()
 	require.Len(t, bs, 1)
-	require.Nil(t, bs[0].Gone, "opened again: not gone any more")
+	require.NotEqual(t, env.ConditionGone, bs[0].Health.Condition, "opened again: not gone any more")
 
 	// A late error of the old environment leaves the new one alone.
 	require.True(t, f.r.envGone("box", first, gone))

@@ -126,17 +126,14 @@ func probeDaemon(ctx context.Context) (probe, []probe) {
 // unreachable or gone, or its sandbox is gone (a removed container, until
 // the next call opens the target again); its status then says which.
 func backendProbe(b registry.BackendInfo, now time.Time) probe {
-	if g := b.Gone; g != nil {
-		return probe{Name: "open " + b.Target, Status: "gone", Detail: fmt.Sprintf(
-			"%s gone since %s (%s); the next run or start on it opens it again; %d processes tracked, %d running",
-			g.Name, ago(now, g.Since), g.Reason, b.Tracked, b.Running)}
-	}
 	p := probe{Name: "open " + b.Target, OK: true}
 	parts := []string{}
 	if b.Name != b.Target {
 		parts = append(parts, b.Name)
 	}
-	parts = append(parts, "opened "+ago(now, b.OpenedAt))
+	if !b.OpenedAt.IsZero() {
+		parts = append(parts, "opened "+ago(now, b.OpenedAt))
+	}
 	if c := b.Conn; c != nil {
 		conn := "connection " + string(c.State)
 		if !c.Since.IsZero() {

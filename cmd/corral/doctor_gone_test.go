@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -14,7 +15,8 @@ func TestBackendProbeGone(t *testing.T) {
 	now := time.Now()
 	g := backendProbe(registry.BackendInfo{
 		Target: "docker-image://img", Name: "docker://corral-1", Tracked: 2,
-		Gone: &registry.GoneInfo{Name: "docker://corral-1", Since: now.Add(-3 * time.Second), Reason: "container removed: env: sandbox is gone"},
+		Health: registry.BackendHealth{Condition: env.ConditionGone, Since: now.Add(-3 * time.Second),
+			Detail: "container removed: env: sandbox is gone; the next run or start on it opens it again"},
 	}, now)
 	if g.OK || g.Status != "gone" {
 		t.Errorf("gone backend: OK %v, status %q; want not ok, gone", g.OK, g.Status)
