@@ -72,7 +72,10 @@
 // loaded the library once (resident.go: the framing, the nonce, the pool,
 // the fallback), so a call is one request on a stream that is already open;
 // otherwise, and when no shell can be opened, it runs the library and the
-// call as one script through Exec.
+// call as one script through Exec. A call that finds every resident busy
+// waits up to a second for one to come free before it falls back to Exec:
+// a burst of calls (a restarted supervisor attaching a hundred processes)
+// is served sooner queued on the residents than by as many Execs.
 //
 // Forks and execs are what a start costs inside the sandbox (about a
 // millisecond each on a small VM), so with resident shells a start leaves
