@@ -194,7 +194,9 @@ type Status struct {
 	StateFile string    `json:"state_file"`
 	// Processes counts tracked processes by state.
 	Processes map[registry.State]int `json:"processes"`
-	// Recovered is what the daemon found in its state file at start.
+	// Recovered is what the daemon found in its state file at start; while
+	// Recovered.Recovering is not 0, processes are still being
+	// re-attached (listed recovering).
 	Recovered registry.RecoverReport `json:"recovered"`
 	// Notice is a problem the user should know about (a corrupt state
 	// file that was set aside), "" when none.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"sync"
@@ -81,6 +82,11 @@ type proc struct {
 	signalling int   // our signals in flight
 	leftover   int   // processes of the tree alive after the leader exited
 	readyAt    time.Time
+	// unconfirmed: a Start whose caller has not been answered yet; it is
+	// checkpointed as starting (see recordLocked).
+	unconfirmed bool
+	// recoverFrom is the recorded state of a process in StateRecovering.
+	recoverFrom State
 }
 
 func (p *proc) info() Info {
@@ -166,9 +172,16 @@ func (p *proc) closeReader() {
 // same command (backend, command, directory, environment); otherwise it
 // fails with ErrNameInUse, or with Replace kills the holder's tree and
 // starts anew. Concurrent Starts of one name start one process.
+//
+// With Config.StateFile, the process is in the state file before anything
+// runs, and Start returns only once the file records it running: a
+// supervisor that dies during a Start leaves a record from which the next
+// one (Recover) ends whatever that start left running, so a caller whose
+// Start failed finds nothing of it running. A state file that cannot be
+// written refuses the start, with nothing left running.
 func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 	var reused bool
-	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused})
+	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused, confirm: true})
 	if p == nil {
 		return Info{}, err
 	}
@@ -177,8 +190,55 @@ func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 		in.Reused = true
 		return in, nil
 	}
-	r.checkpointSync()
-	return p.info(), err
+	if err != nil {
+		return p.info(), err
+	}
+	p.mu.Lock()
+	p.unconfirmed = false
+	p.mu.Unlock()
+	if err := r.checkpointSync(); err != nil {
+		// The process runs, but a crash would leave it without a
+		// record: it must not outlive this failure.
+		return Info{}, r.unrecorded(ctx, p, err)
+	}
+	return p.info(), nil
+}
+
+// unrecordedKillTimeout bounds the kill of a process whose start could not
+// be recorded.
+const unrecordedKillTimeout = 15 * time.Second
+
+// unrecorded ends a started process whose record could not be written,
+// forgets it, and returns the start's error.
+func (r *Registry) unrecorded(ctx context.Context, p *proc, cause error) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrecordedKillTimeout)
+	defer cancel()
+	if _, err := p.kill(kctx, killPlan{sig: env.SIGKILL, escalate: true, reason: StateKilled}); err != nil {
+		r.log.Error("start: a process that could not be recorded in the state file may still run", "id", p.id, "err", err)
+	}
+	r.forget(p)
+	return r.stateFileError(cause)
+}
+
+// stateFileError is the error of a start refused because the state file
+// cannot be written.
+func (r *Registry) stateFileError(cause error) error {
+	why := cause
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		why = pe.Err // the path is said once, below
+	}
+	return &StateFileError{Path: r.cfg.StateFile, Err: why}
+}
+
+// forget drops p from the tracked processes.
+func (r *Registry) forget(p *proc) {
+	r.mu.Lock()
+	if r.procs[p.id] == p {
+		delete(r.procs, p.id)
+	}
+	r.mu.Unlock()
+	r.stateChanged()
 }
 
 // startHow is what differs between Start and Run's starts.
@@ -191,6 +251,9 @@ type startHow struct {
 	// reused, when non-nil, lets a named start return the process that
 	// holds the name and runs the same command (set to true then).
 	reused *bool
+	// confirm: the process is checkpointed as starting until the caller
+	// confirms it (Start, once the final checkpoint is written).
+	confirm bool
 }
 
 func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
@@ -239,22 +302,23 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	}
 	now := time.Now()
 	p := &proc{
-		r:          r,
-		backend:    opts.Backend,
-		opts:       opts,
-		createdAt:  now,
-		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
-		watch:      w,
-		started:    make(chan struct{}),
-		done:       make(chan struct{}),
-		treeDone:   make(chan struct{}),
-		treeKick:   make(chan struct{}, 1),
-		killTurn:   make(chan struct{}, 1),
-		state:      StateStarting,
-		tee:        how.tee,
-		foreground: how.foreground,
-		ready:      rd,
-		envDigest:  envDigest(opts.Env),
+		r:           r,
+		backend:     opts.Backend,
+		opts:        opts,
+		createdAt:   now,
+		buf:         NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
+		watch:       w,
+		started:     make(chan struct{}),
+		done:        make(chan struct{}),
+		treeDone:    make(chan struct{}),
+		treeKick:    make(chan struct{}, 1),
+		killTurn:    make(chan struct{}, 1),
+		state:       StateStarting,
+		tee:         how.tee,
+		foreground:  how.foreground,
+		ready:       rd,
+		envDigest:   envDigest(opts.Env),
+		unconfirmed: how.confirm,
 	}
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
@@ -265,6 +329,14 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	if holder != nil {
 		*how.reused = true
 		return holder, nil
+	}
+	// The record first: the process is tagged with its ID (spec.Tag), so
+	// a supervisor that dies while the environment starts it leaves
+	// the next one an ID to look for (see recover.go).
+	if err := r.checkpointSync(); err != nil {
+		p.fail(err)
+		r.forget(p)
+		return nil, r.stateFileError(err)
 	}
 	if how.waiter {
 		// Counted before anything can end the process: its completion
@@ -322,7 +394,9 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		// any of its output reaches the caller: a supervisor that crashes
 		// after that leaves a process the next one re-attaches and, its
 		// caller being gone, kills; never an orphan nobody knows of.
-		r.checkpointSync()
+		if err := r.checkpointSync(); err != nil {
+			r.log.Error("run: the state file does not record the process; a crash now would leave it to the tag sweep of the next supervisor", "id", p.id, "err", err)
+		}
 	}
 	if how.started != nil {
 		// Before the copier starts: no output reaches the tee before it.

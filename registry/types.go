@@ -71,13 +71,22 @@ type Config struct {
 }
 
 // State is a process's lifecycle state. A process moves from starting to
-// running and then to exactly one final state.
+// running and then to exactly one final state; after a restart, a process
+// the previous registry left unfinished is recovering until it is running
+// again or settled in a final state.
 type State string
 
 // Process states.
 const (
 	StateStarting State = "starting"
 	StateRunning  State = "running"
+	// StateRecovering: the registry restarted (Recover) and is still
+	// re-attaching the process, or, for a start the previous registry
+	// never confirmed to its caller, ending what that start left
+	// running. It then becomes running or a final state. Meanwhile Info
+	// holds what the state file recorded; Kill, Write and Wait wait for
+	// the outcome.
+	StateRecovering State = "recovering"
 	// StateExited: the process ended on its own; Status says how.
 	StateExited State = "exited"
 	// StateKilled: the process ended after Kill (or KillAll, or the
@@ -105,7 +114,7 @@ func (s State) Final() bool {
 
 // Valid reports whether s is one of the defined states.
 func (s State) Valid() bool {
-	return s == StateStarting || s == StateRunning || s.Final()
+	return s == StateStarting || s == StateRunning || s == StateRecovering || s.Final()
 }
 
 // Timeout kinds recorded in Info.TimedOut and RunResult.TimedOut.
