@@ -98,6 +98,10 @@ type checkpointRecord struct {
 	ReadyAt     time.Time     `json:"ready_at,omitzero"`
 	TTL         time.Duration `json:"ttl,omitempty"`
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+
+	// Key is StartOptions.Key: a caller that repeats a Start after a
+	// restart finds the process by it.
+	Key string `json:"key,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
@@ -125,6 +129,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
 		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: in.TTL, IdleTimeout: in.IdleTimeout,
+		Key: p.opts.Key,
 	}
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut

@@ -55,6 +55,9 @@ type proc struct {
 	// ourSignal: a kill of ours signalled the tree, so its end is not a
 	// crash.
 	ourSignal atomic.Bool
+	// failed: the final state is failed (read under r.mu, see
+	// keyHolderLocked).
+	failed atomic.Bool
 
 	teeMu sync.Mutex
 	tee   io.Writer // Run's live output; nil once Run returned
@@ -276,6 +279,11 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	if err := validateDevOptions(opts); err != nil {
 		return nil, err
 	}
+	if how.reused == nil {
+		opts.Key = "" // Run's: see StartOptions.Key
+	} else if opts.Key != "" && !ValidKey(opts.Key) {
+		return nil, fmt.Errorf("%w: key %q: must match [A-Za-z0-9_.-]{1,64}", ErrInvalidOptions, truncate(opts.Key, 80))
+	}
 	rd, err := validateReady(opts.Ready)
 	if err != nil {
 		return nil, err
@@ -416,6 +424,7 @@ func (p *proc) fail(err error) {
 	p.mu.Lock()
 	p.state, p.reason, p.endedTime = StateFailed, err.Error(), now
 	p.mu.Unlock()
+	p.failed.Store(true)
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/backoff"
 )
 
 // recoverRefillTimeout bounds how long the recovery waits for a
@@ -152,7 +153,11 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 //     it.
 //   - A process whose sandbox or state is gone (env.ErrSandboxGone,
 //     env.ErrNotFound), that cannot be attached for another reason, or
-//     that was not detached (a PTY) becomes lost, with the reason.
+//     that was not detached (a PTY) becomes lost, with the reason. A
+//     backend that is only unavailable for now (env.ErrUnavailable: a
+//     paused container, a host reconnecting) is asked again, with
+//     backoff, until ctx ends: its processes stay recovering meanwhile,
+//     and the others of the file are not held up.
 //
 // A state file that cannot be parsed is renamed to
 // "<StateFile>.corrupt-<UTC timestamp>", logged, and reported in
@@ -325,6 +330,10 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		Name:        rec.Name,
 		TTL:         rec.TTL,
 		IdleTimeout: rec.IdleTimeout,
+		Key:         rec.Key,
+	}
+	if opts.Key != "" && !ValidKey(opts.Key) {
+		opts.Key = ""
 	}
 	if opts.Name != "" && ValidateName(opts.Name) != nil {
 		opts.Name = "" // not written by this registry: ignore rather than confuse IDs
@@ -378,6 +387,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 	if !rec.State.Final() {
 		p.state, p.recoverFrom = StateRecovering, rec.State
 	}
+	p.failed.Store(rec.State == StateFailed)
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
 	// A kill of the supervisor before ended it, or is ending it: not a crash.
@@ -402,12 +412,7 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord, 
 		r.restoreFinished(ctx, p, rec, sem)
 		return rec.State
 	}
-	e, err := r.environment(ctx, rec.Backend)
-	if err != nil {
-		p.markLost(fmt.Errorf("re-attach after restart: %w", err))
-		return StateLost
-	}
-	h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return e.Attach(ctx, *rec.Ref) })
+	h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return r.attachPatient(ctx, rec.Backend, *rec.Ref) })
 	if err != nil {
 		p.markLost(fmt.Errorf("re-attach after restart: %w", err))
 		return StateLost
@@ -471,6 +476,35 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord, 
 	return st
 }
 
+// attachPatient is attach for a recovery: a backend that is unavailable
+// for now (a paused container, a host reconnecting) is asked again, with
+// backoff, until ctx ends; its processes stay recovering meanwhile
+// instead of being declared lost for a passing fault.
+func (r *Registry) attachPatient(ctx context.Context, backend string, ref env.Ref) (env.Process, error) {
+	var h env.Process
+	err := patient(ctx, func() error {
+		var err error
+		h, err = r.attach(ctx, backend, ref)
+		return err
+	})
+	return h, err
+}
+
+// patient runs fn until it returns an error other than one matching
+// env.ErrUnavailable, or ctx ends (then the last error stands).
+func patient(ctx context.Context, fn func() error) error {
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second, Factor: 2}
+	for {
+		err := fn()
+		if err == nil || !errors.Is(err, env.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		if backoff.Sleep(ctx, b.Next(), nil) != nil {
+			return err
+		}
+	}
+}
+
 // attachIn runs attach holding a slot of sem (nil: none).
 func attachIn(ctx context.Context, sem chan struct{}, attach func(context.Context) (env.Process, error)) (env.Process, error) {
 	if sem != nil {
@@ -508,7 +542,7 @@ func (p *proc) settle() {
 // is read back and then its tree followed, as the supervisor before the
 // restart did.
 func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointRecord, sem chan struct{}) {
-	h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return r.attach(ctx, rec.Backend, *rec.Ref) })
+	h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return r.attachPatient(ctx, rec.Backend, *rec.Ref) })
 	if err != nil {
 		r.log.Debug("recover: cannot follow the tree of a finished process", "id", p.id, "err", err)
 		p.treeGone()

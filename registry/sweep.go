@@ -48,7 +48,7 @@ func (r *Registry) sweepInterrupted(ctx context.Context, backend string, ws []re
 			hs, ok := found[w.p.id]
 			if !ok && lookErr != nil && w.rec.Ref != nil {
 				// Not looked for by tag: the Ref says where it is.
-				h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return r.attach(ctx, backend, *w.rec.Ref) })
+				h, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) { return r.attachPatient(ctx, backend, *w.rec.Ref) })
 				switch {
 				case err == nil:
 					hs, ok = []env.Process{h}, true
@@ -89,8 +89,12 @@ func (r *Registry) sweepInterrupted(ctx context.Context, backend string, ws []re
 // the processes tagged with the IDs of ws. The error says why nothing was
 // looked for.
 func (r *Registry) findTagged(ctx context.Context, backend string, ws []recoverWork, sem chan struct{}) (map[string][]env.Process, error) {
-	e, err := r.environment(ctx, backend)
-	if err != nil {
+	var e env.Environment
+	if err := patient(ctx, func() error {
+		var err error
+		e, err = r.environment(ctx, backend)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	tf, ok := e.(env.TagFinder)
@@ -102,10 +106,12 @@ func (r *Registry) findTagged(ctx context.Context, backend string, ws []recoverW
 		tags[i] = w.p.id
 	}
 	var found map[string][]env.Process
-	_, err = attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) {
-		var err error
-		found, err = tf.Tagged(ctx, tags)
-		return nil, err
+	_, err := attachIn(ctx, sem, func(ctx context.Context) (env.Process, error) {
+		return nil, patient(ctx, func() error {
+			var err error
+			found, err = tf.Tagged(ctx, tags)
+			return err
+		})
 	})
 	if err != nil && len(found) == 0 {
 		return nil, err
@@ -178,6 +184,7 @@ func (p *proc) markFailed(reason string) {
 	p.mu.Lock()
 	p.state, p.reason, p.endedTime, p.status = StateFailed, reason, now, nil
 	p.mu.Unlock()
+	p.failed.Store(true)
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)

@@ -261,7 +261,21 @@ type StartOptions struct {
 	// IdleTimeout kills the tree after this long without output (0:
 	// never); Info.TimedOut is "idle_timeout".
 	IdleTimeout time.Duration
+
+	// Key, when set, makes Start idempotent: a Start with the Key of a
+	// tracked process that did not fail returns that process
+	// (Info.Reused), whatever its state, instead of starting another. A
+	// caller that cannot tell whether its Start happened (the connection
+	// to the supervisor broke before the answer; the supervisor
+	// restarted) repeats it with the same Key: it gets the process that
+	// started, or, when the supervisor died before it confirmed the start
+	// (its successor then ended what it started, see StartRecover), a new
+	// one. It matches [A-Za-z0-9_.-]{1,64} (ValidKey). Run ignores it.
+	Key string
 }
+
+// ValidKey reports whether key is a valid StartOptions.Key.
+func ValidKey(key string) bool { return key != "" && env.ValidTag(key) }
 
 // RunOptions describes a foreground process: Run waits for it.
 type RunOptions struct {
