@@ -91,7 +91,7 @@ func (e *StateFileError) Error() string {
 	if errors.Is(e.Err, syscall.ENOSPC) || errors.Is(e.Err, syscall.EDQUOT) {
 		todo = "free space on its file system"
 	}
-	return fmt.Sprintf("registry: start refused: the state file %s cannot be written (%v), so nothing was started: %s, then start again",
+	return fmt.Sprintf("registry: the state file %s cannot be written (%v), so nothing was started: %s, then start again",
 		e.Path, e.Err, todo)
 }
 

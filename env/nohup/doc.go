@@ -21,7 +21,9 @@
 //	parent    "PID START" of the stopped parent (see below)
 //	spec      the command line, directory and environment, as quoted sh
 //	          assignments sourced by the command's shell, so that they never
-//	          show in the argv of the long-lived wrapper and parent
+//	          show in the argv of the long-lived wrapper and parent; its first
+//	          line starts with stag='Spec.Tag', which Tagged (env.TagFinder,
+//	          sh/tagged.sh) matches to find a process without its Ref
 //	armed, go, run, armfail
 //	          an armed spare's report and FIFOs (see Armed spares)
 //	tty       the path of the process's terminal (Spec.PTY; see Terminals)
@@ -194,6 +196,12 @@
 // env.ErrUnsupported, and Capabilities turn PTY off.
 //
 // # Re-attach, removal, retention
+//
+// Attach reads the process's state (one round trip), and concurrent
+// Attach calls share theirs: the first reads its own, the ones that queued
+// meanwhile are read together in one corral_states call (attach.go), so
+// a supervisor re-attaching a hundred processes after a restart pays a
+// few round trips, not a hundred.
 //
 // Every process is detached inside the sandbox, so Ref always works; Close
 // kills (SIGKILL, whole tree) only processes started without Spec.Detach
