@@ -94,7 +94,11 @@ func Run(ctx context.Context, cfg Config) error {
 			if err != nil {
 				return nil, err
 			}
-			return &releasingEnv{Environment: e, killAll: &killAll}, nil
+			re := &releasingEnv{Environment: e, killAll: &killAll}
+			if _, ok := e.(env.TagFinder); ok {
+				return taggedReleasingEnv{re}, nil
+			}
+			return re, nil
 		},
 		MaxProcesses: cfg.MaxProcesses,
 		DefaultGrace: cfg.DefaultGrace,
@@ -256,14 +260,14 @@ func (e *releasingEnv) CheckURL(ctx context.Context, rawURL string) (int, error)
 	return 0, fmt.Errorf("daemon: %s checks no URLs: %w", e.Name(), env.ErrUnsupported)
 }
 
-// Tagged passes env.TagFinder on, which embedding alone would hide: the
-// registry's recovery looks for the processes of interrupted starts
-// through it.
-func (e *releasingEnv) Tagged(ctx context.Context, tags []string) (map[string][]env.Process, error) {
-	if tf, ok := e.Environment.(env.TagFinder); ok {
-		return tf.Tagged(ctx, tags)
-	}
-	return nil, fmt.Errorf("daemon: %s cannot look for processes by tag: %w", e.Name(), env.ErrUnsupported)
+// taggedReleasingEnv is a releasingEnv whose environment is an
+// env.TagFinder, which embedding alone would hide: the registry looks for
+// the processes of interrupted starts through it, and knows from the type
+// whether it can.
+type taggedReleasingEnv struct{ *releasingEnv }
+
+func (e taggedReleasingEnv) Tagged(ctx context.Context, tags []string) (map[string][]env.Process, error) {
+	return e.Environment.(env.TagFinder).Tagged(ctx, tags)
 }
 
 func (e *releasingEnv) Close() error {

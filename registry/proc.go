@@ -397,11 +397,15 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	close(p.started)
 	r.stateChanged()
 	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
-	if how.foreground {
+	if _, tagged := e.(env.TagFinder); how.foreground && !tagged {
 		// The state file holds the process (and its Ref) before its ID or
 		// any of its output reaches the caller: a supervisor that crashes
 		// after that leaves a process the next one re-attaches and, its
-		// caller being gone, kills; never an orphan nobody knows of.
+		// caller being gone, kills; never an orphan nobody knows of. Where
+		// the environment finds processes by tag, the record made before
+		// the start is enough: the next one ends a foreground process
+		// found by its tag as it ends one re-attached (see sweep.go), and
+		// a run pays one synchronous write, not two.
 		if err := r.checkpointSync(); err != nil {
 			r.log.Error("run: the state file does not record the process; a crash now would leave it to the tag sweep of the next supervisor", "id", p.id, "err", err)
 		}

@@ -202,10 +202,23 @@ func TestRecoverEndsInterruptedStarts(t *testing.T) {
 				require.NoError(t, err)
 				ids[m] = in
 			}
+			// D: a foreground Run, which its caller watched start.
+			mD := marker()
+			proctest.KillOnCleanup(t, mD)
+			startedD := make(chan Info, 1)
+			runDone := make(chan struct{})
+			go func() {
+				defer close(runDone)
+				r1.Run(context.Background(), RunOptions{StartOptions: StartOptions{Command: "sleep " + mD + " & sleep " + mD + "; wait"},
+					Started: func(in Info) { startedD <- in }})
+			}()
+			ids[mD] = <-startedD
 			proctest.WaitRunning(t, mA, 2)
 			proctest.WaitRunning(t, mB, 2)
 			proctest.WaitRunning(t, mC, 2)
+			proctest.WaitRunning(t, mD, 2)
 			require.NoError(t, r1.Close()) // a crash, as far as detached processes go
+			<-runDone
 			refB, ok := recordOf(t, stateFile, ids[mB].ID)
 			require.True(t, ok)
 			// B died in Start after the environment answered (it has its
@@ -214,7 +227,7 @@ func TestRecoverEndsInterruptedStarts(t *testing.T) {
 				switch rec.ID {
 				case ids[mB].ID:
 					rec.State = StateStarting
-				case ids[mC].ID:
+				case ids[mC].ID, ids[mD].ID:
 					rec.State, rec.Ref, rec.PID = StateStarting, nil, 0
 				}
 			})
@@ -227,8 +240,13 @@ func TestRecoverEndsInterruptedStarts(t *testing.T) {
 			rep, err := r2.Recover(ctxT(t))
 			require.NoError(t, err)
 			assert.Equal(t, 1, rep.Restored[StateRunning])
-			assert.Equal(t, 2, rep.Restored[StateFailed])
-			assert.Equal(t, 2, rep.Interrupted)
+			if tagged {
+				assert.Equal(t, 2, rep.Restored[StateFailed])
+				assert.Equal(t, 1, rep.Restored[StateKilled])
+			} else {
+				assert.Equal(t, 3, rep.Restored[StateFailed])
+			}
+			assert.Equal(t, 3, rep.Interrupted)
 
 			a, err := r2.Get(ctxT(t), ids[mA].ID)
 			require.NoError(t, err)
@@ -256,6 +274,19 @@ func TestRecoverEndsInterruptedStarts(t *testing.T) {
 				assert.Len(t, sleepers(mC), 2)
 			}
 			assert.Less(t, len(c.Reason), 400, "reason too long: %q", c.Reason)
+
+			d, err := r2.Get(ctxT(t), ids[mD].ID)
+			require.NoError(t, err)
+			if tagged {
+				// Found by its tag: the Run's caller went with the
+				// supervisor, so it is killed as an orphan.
+				assert.Equal(t, StateKilled, d.State)
+				assert.Equal(t, orphanedForegroundReason, d.Reason)
+				assert.Empty(t, sleepers(mD))
+			} else {
+				assert.Equal(t, StateFailed, d.State)
+				assert.Contains(t, d.Reason, "may still run")
+			}
 		})
 	}
 }

@@ -56,12 +56,16 @@ func (r *Registry) sweepInterrupted(ctx context.Context, backend string, ws []re
 					hs, ok = nil, true // nothing of it is left to end
 				}
 			}
-			var what string
+			var (
+				what  string
+				ended int
+			)
 			switch {
 			case !ok:
 				what = fmt.Sprintf("it could not be looked for, so it may still run in %s untracked: %v", backend, lookErr)
 			default:
 				n, err := r.endTrees(ctx, hs)
+				ended = n
 				switch {
 				case err != nil:
 					what = fmt.Sprintf("ending what it started failed, so it may still run in %s untracked: %v", backend, err)
@@ -72,6 +76,13 @@ func (r *Registry) sweepInterrupted(ctx context.Context, backend string, ws []re
 				}
 			}
 			interrupted := w.rec.State == StateStarting
+			if interrupted && w.rec.Foreground && ended > 0 {
+				// A Run's process that ran: its caller was lost with the
+				// supervisor, as for one re-attached (recover.go).
+				w.p.markKilled(orphanedForegroundReason)
+				out[i] = sweepOutcome{StateKilled, true}
+				return
+			}
 			if interrupted {
 				w.p.markFailed(interruptedReason + "; " + what)
 				out[i] = sweepOutcome{StateFailed, true}
@@ -176,6 +187,20 @@ func (r *Registry) endTrees(ctx context.Context, hs []env.Process) (int, error) 
 	}
 	wg.Wait()
 	return ended, errors.Join(errs...)
+}
+
+// markKilled records a restored process as killed by the recovery.
+func (p *proc) markKilled(reason string) {
+	now := time.Now()
+	p.mu.Lock()
+	p.state, p.reason, p.endedTime, p.status = StateKilled, reason, now, nil
+	p.mu.Unlock()
+	p.endedAt.Store(now.UnixNano())
+	close(p.started)
+	close(p.done)
+	p.treeGone()
+	p.r.stateChanged()
+	p.r.log.Info("recover: killed a foreground process whose caller was lost", "id", p.id)
 }
 
 // markFailed records a restored process as failed (an interrupted start).
