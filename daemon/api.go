@@ -46,6 +46,12 @@ type StartRequest struct {
 	Ready       *registry.ReadyOptions `json:"ready,omitempty"`
 	TTL         Duration               `json:"ttl,omitempty"`
 	IdleTimeout Duration               `json:"idle_timeout,omitempty"`
+
+	// Key makes the start idempotent (StartOptions.Key): a client whose
+	// connection broke before the answer (ErrDaemonLost) repeats the
+	// request with the same key and gets the process that started, or a
+	// new one if none did.
+	Key string `json:"key,omitempty"`
 }
 
 // Duration is the wire form of every duration of the API (request
@@ -62,6 +68,7 @@ func (req StartRequest) Options() registry.StartOptions {
 		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
 		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
 		Name: req.Name, Replace: req.Replace, Ready: req.Ready, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
+		Key: req.Key,
 	}
 	opts.Environ, opts.Session = req.Environ, req.Session
 	if req.PTY || req.PTYSize != nil {
@@ -80,6 +87,7 @@ func startRequest(opts registry.StartOptions) StartRequest {
 		Backend: opts.Backend, Command: opts.Command, Dir: opts.Dir, Env: opts.Env, Labels: opts.Labels,
 		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
 		Name: opts.Name, Replace: opts.Replace, Ready: opts.Ready, TTL: Duration(opts.TTL), IdleTimeout: Duration(opts.IdleTimeout),
+		Key: opts.Key,
 	}
 	req.Environ, req.Session = opts.Environ, opts.Session
 	if opts.PTY != nil {
@@ -184,7 +192,9 @@ type Status struct {
 	StateFile string    `json:"state_file"`
 	// Processes counts tracked processes by state.
 	Processes map[registry.State]int `json:"processes"`
-	// Recovered is what the daemon found in its state file at start.
+	// Recovered is what the daemon found in its state file at start; while
+	// Recovered.Recovering is not 0, processes are still being
+	// re-attached (listed recovering).
 	Recovered registry.RecoverReport `json:"recovered"`
 	// Notice is a problem the user should know about (a corrupt state
 	// file that was set aside), "" when none.
@@ -317,6 +327,12 @@ func errorCode(err error) (int, string) {
 // ErrNoDaemon: no daemon answers on the socket (it does not exist, or
 // nobody listens on it).
 var ErrNoDaemon = errors.New("daemon: no corral daemon is running")
+
+// ErrDaemonLost: the connection broke after the request was sent and
+// before the answer came (the daemon stopped or crashed): whether the
+// request took effect is unknown. A start with a key can be repeated on
+// the next daemon (StartRequest.Key).
+var ErrDaemonLost = errors.New("daemon: the corral daemon went away before it answered")
 
 // ErrAlreadyRunning: another daemon holds the lock of the state directory.
 var ErrAlreadyRunning = errors.New("daemon: another corral daemon is already running")

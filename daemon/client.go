@@ -92,6 +92,9 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		if isNoDaemon(err) {
 			return nil, fmt.Errorf("%w on %s", ErrNoDaemon, c.socket)
 		}
+		if ctx.Err() == nil && isLost(err) {
+			return nil, fmt.Errorf("%w (%s %s)", ErrDaemonLost, method, path)
+		}
 		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
 	}
 	return resp, nil
@@ -99,6 +102,12 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 
 func isNoDaemon(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// isLost reports whether err is a connection that broke under a request.
+func isLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func readError(resp *http.Response) error {

@@ -52,9 +52,15 @@ const DefaultMaxProcesses = 4096
 // stopTimeout bounds the graceful stop of the HTTP server.
 const stopTimeout = 5 * time.Second
 
-// Run is `corral serve`: it takes the state directory's lock, recovers the
-// registry from the state file, serves the API on the socket until ctx is
-// done or a client asks for a shutdown, then stops gracefully.
+// recoverTimeout bounds the re-attach, after a restart, of the processes
+// of the state file; one not re-attached by then is lost.
+const recoverTimeout = 2 * time.Minute
+
+// Run is `corral serve`: it takes the state directory's lock, reads the
+// state file, serves the API on the socket until ctx is done or a client
+// asks for a shutdown, then stops gracefully. It serves as soon as the
+// state file is read: the processes it lists are re-attached in the
+// background (registry.StartRecover), listed recovering until then.
 //
 // A graceful stop releases handles and keeps processes: detached processes
 // keep running in their sandboxes (env/local's Close keeps them; other
@@ -94,7 +100,11 @@ func Run(ctx context.Context, cfg Config) error {
 			if err != nil {
 				return nil, err
 			}
-			return &releasingEnv{Environment: e, killAll: &killAll}, nil
+			re := &releasingEnv{Environment: e, killAll: &killAll}
+			if _, ok := e.(env.TagFinder); ok {
+				return taggedReleasingEnv{re}, nil
+			}
+			return re, nil
 		},
 		MaxProcesses: cfg.MaxProcesses,
 		DefaultGrace: cfg.DefaultGrace,
@@ -112,12 +122,17 @@ func Run(ctx context.Context, cfg Config) error {
 			reg.Close()
 		}
 	}()
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	rep, err := reg.Recover(rctx)
-	cancel()
+	// The socket is served as soon as the state file is read: processes
+	// still re-attaching are listed recovering meanwhile, so a sandbox
+	// that is slow to answer delays only its own processes, never the
+	// daemon (and the clients that started it).
+	rctx, cancelRecovery := context.WithTimeout(context.Background(), recoverTimeout)
+	defer cancelRecovery()
+	recovery, err := reg.StartRecover(rctx)
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
+	rep := recovery.Report()
 
 	// We hold the lock: a socket file left here belongs to a dead daemon.
 	if err := os.Remove(p.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -153,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 		st := Status{
 			PID: os.Getpid(), UID: os.Getuid(), Version: cfg.Version, StartedAt: started,
 			Socket: p.Socket, StateFile: p.StateFile(), Processes: map[registry.State]int{},
-			Recovered: rep, Notice: rep.Notice, PeerCred: peerCredSupported,
+			Recovered: recovery.Report(), Notice: rep.Notice, PeerCred: peerCredSupported,
 		}
 		all, _ := reg.List(context.Background(), registry.ListOptions{All: true})
 		for _, in := range all {
@@ -189,7 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(&peerListener{Listener: ln, log: log, uid: os.Getuid()}) }()
-	log.Info("serving", "socket", p.Socket, "state_file", p.StateFile(), "pid", os.Getpid(), "recovered", rep.Restored)
+	log.Info("serving", "socket", p.Socket, "state_file", p.StateFile(), "pid", os.Getpid(), "recovered", rep.Restored, "recovering", rep.Recovering)
 	if rep.Notice != "" {
 		log.Error(rep.Notice)
 	}
@@ -276,6 +291,16 @@ func (e *releasingEnv) CheckURL(ctx context.Context, rawURL string) (int, error)
 		return uc.CheckURL(ctx, rawURL)
 	}
 	return 0, fmt.Errorf("daemon: %s checks no URLs: %w", e.Name(), env.ErrUnsupported)
+}
+
+// taggedReleasingEnv is a releasingEnv whose environment is an
+// env.TagFinder, which embedding alone would hide: the registry looks for
+// the processes of interrupted starts through it, and knows from the type
+// whether it can.
+type taggedReleasingEnv struct{ *releasingEnv }
+
+func (e taggedReleasingEnv) Tagged(ctx context.Context, tags []string) (map[string][]env.Process, error) {
+	return e.Environment.(env.TagFinder).Tagged(ctx, tags)
 }
 
 func (e *releasingEnv) Close() error {

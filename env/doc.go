@@ -20,6 +20,11 @@
 // [Capabilities] says which of these an Environment supports and which
 // mechanism it uses to end a process tree.
 //
+// A supervisor that dies inside Start never gets the Ref. An Environment
+// that is a [TagFinder] finds such a process by the [Spec.Tag] it was
+// started with (the registry's process ID), so that the next supervisor can
+// end it: nothing runs without a record or a tag the next one looks for.
+//
 // # Concurrency
 //
 // Environment and Process values are safe for concurrent use by multiple

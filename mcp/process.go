@@ -41,7 +41,7 @@ type ProcessInput struct {
 	Force   *bool             `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
 	Tree    bool              `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
 	Ready   bool              `json:"ready,omitempty" jsonschema:"wait: wait until the process is ready (its ready_port, ready_pattern or ready_url condition holds; ready_at is set) instead of until it ends. If it ends first, ended_before_ready=true and output holds what it printed."`
-	State   []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (running, exited, killed, timed_out, lost, failed). Default: every process."`
+	State   []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (starting, recovering, running, exited, killed, timed_out, lost, failed; recovering: being re-attached after a daemon restart). Default: every process."`
 	Labels  map[string]string `json:"labels,omitempty" jsonschema:"list: only processes carrying all of these labels, e.g. {\"mcp-session\": \"...\"} for one session's."`
 }
 
@@ -211,7 +211,7 @@ func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) 
 	opts := registry.ListOptions{All: true, Labels: in.Labels, Ports: true}
 	for _, st := range in.State {
 		if !registry.State(st).Valid() {
-			return ListResult{}, fmt.Errorf("%w: unknown state %q: use running, exited, killed, timed_out, lost or failed", registry.ErrInvalidOptions, st)
+			return ListResult{}, fmt.Errorf("%w: unknown state %q: use starting, recovering, running, exited, killed, timed_out, lost or failed", registry.ErrInvalidOptions, st)
 		}
 		opts.States = append(opts.States, registry.State(st))
 	}

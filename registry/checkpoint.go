@@ -105,19 +105,37 @@ type checkpointRecord struct {
 	// PendingKill is a kill its backend did not answer, which the next
 	// registry runs once the backend answers (kill.go).
 	PendingKill *pendingKillRecord `json:"pending_kill,omitempty"`
+	// Key is StartOptions.Key: a caller that repeats a Start after a
+	// restart finds the process by it.
+	Key string `json:"key,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
+//
+// The state recorded is not always Info's. A Start not yet confirmed to
+// its caller is recorded as starting, also once it runs (with its Ref):
+// the next registry ends such a start, so a caller whose start failed
+// because the supervisor died finds nothing of it running. A process
+// still recovering is recorded in the state it was recovered from, so a
+// crash during the recovery leaves the next registry the same work.
 func (p *proc) recordLocked() checkpointRecord {
 	in := p.infoLocked()
+	state := in.State
+	switch {
+	case state == StateRecovering:
+		state = p.recoverFrom
+	case state == StateRunning && p.unconfirmed:
+		state = StateStarting
+	}
 	rec := checkpointRecord{
 		ID: in.ID, Backend: in.Backend, Command: in.Command, Dir: in.Dir, Labels: in.Labels,
-		State: in.State, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Foreground: in.Foreground, Notify: in.Notify,
+		State: state, PID: in.PID, PTY: in.PTY, Stdin: in.Stdin, Detached: in.Detached, Foreground: in.Foreground, Notify: in.Notify,
 		CreatedAt: in.CreatedAt, StartedAt: in.StartedAt, EndedAt: in.EndedAt,
 		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason, Session: in.Session,
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
 		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: in.TTL, IdleTimeout: in.IdleTimeout,
+		Key: p.opts.Key,
 	}
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut
@@ -156,19 +174,22 @@ func newCheckpointer(r *Registry, path string) *checkpointer {
 }
 
 // checkpointSync returns once a checkpoint that includes every change made
-// before the call is on disk (or failed, which is logged). Start uses it:
-// an ID handed to a client must survive a crash of the supervisor the next
-// moment, or the process would run on with nobody able to find it.
-// Concurrent callers share writes.
-func (r *Registry) checkpointSync() {
+// before the call is on disk, or with the error of the write that failed
+// to put it there (also logged). Start uses it twice: before anything
+// runs, so that a supervisor crashing during the start leaves a record
+// the next one sweeps for (recover.go), and before an ID is handed to a
+// client, which must survive a crash the next moment. Concurrent callers
+// share writes. Without a state file, or before Recover, it returns nil
+// at once.
+func (r *Registry) checkpointSync() error {
 	c := r.ckpt
 	if c == nil {
-		return
+		return nil
 	}
 	c.mu.Lock()
 	if !c.enabled || c.closed {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	// A write already under way may have taken its snapshot before our
 	// change: only one that begins after this point counts.
@@ -179,10 +200,16 @@ func (r *Registry) checkpointSync() {
 	default:
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for c.ended < want && !c.closed {
 		c.written.Wait()
 	}
-	c.mu.Unlock()
+	if c.ended < want {
+		return nil // closed: Close's own write is the last word
+	}
+	// Every write from want on includes the change: the latest one's
+	// outcome is what the file holds now.
+	return c.lastErr
 }
 
 // stateChanged records that some process's state changed. Cheap and

@@ -34,8 +34,9 @@
 //	ports.go       Ports, and ListOptions.Ports (one look per backend)
 //	buffer.go      the bounded head+tail output Buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
-//	recover.go     Recover: re-attach or settle what the state file lists;
-//	               the lazy read-back of a finished process's output
+//	recover.go     Recover, StartRecover: re-attach or settle what the state
+//	               file lists; the lazy read-back of a finished process's output
+//	sweep.go       recovery's end of the starts a dead registry never confirmed
 //	types.go       the public value types (Info, options, results)
 //	errors.go      the sentinel errors callers branch on
 //	id.go          process IDs
@@ -78,6 +79,7 @@
 //
 //	starting → running → exited | killed | timed_out | lost
 //	starting → failed
+//	recovering → running | exited | killed | timed_out | lost | failed   (after a restart)
 //
 // CreatedAt, StartedAt and EndedAt timestamp the transitions. A process
 // that a Kill, a KillAll, a Run timeout or the cancellation of Run's
@@ -113,10 +115,26 @@
 // # Restarts
 //
 // With Config.StateFile every state change is checkpointed, and Recover
-// makes a new registry track the processes of the file again. A process
-// still running is re-attached and its output read again from byte 0 (a
-// restart costs about one Attach per running process plus an exit
-// probe; see recoverExitProbe). A process that had finished is restored
+// makes a new registry track the processes of the file again. A start is
+// in the file, as starting and tagged with its ID (env.Spec.Tag), before
+// the environment is asked to run anything, and is recorded running only
+// once Start is about to confirm it to its caller: a registry that dies
+// during a Start leaves a record from which the next one ends whatever
+// that start left running (through its Ref, or by tag where the
+// environment is an env.TagFinder) and restores it failed, so a caller
+// told that its start failed finds nothing of it running. A caller that
+// could not tell (its connection broke) repeats the Start with the same
+// StartOptions.Key and gets the process that started, or a new one. A
+// start whose record cannot be written (a full disk) is refused, with
+// nothing left running.
+//
+// StartRecover returns as soon as the file is read: the registry serves at
+// once, while the processes that need their sandbox are in state
+// recovering; they are re-attached in parallel (Recover waits for that).
+// A process still running is re-attached and its output read again from
+// byte 0 (a restart costs about one Attach per running process: env/nohup
+// reads the state of concurrent attaches in one round trip). A process
+// that had finished is restored
 // from its record alone, whatever its backend — state, status,
 // timestamps, Info.OutputBytes — with no call to its sandbox, so List,
 // Get and Wait never read its output. The output stays in the sandbox

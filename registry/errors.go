@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/corralhq/corral/internal/errclass"
 )
@@ -82,3 +83,23 @@ func (e *AmbiguousError) Error() string {
 func (e *AmbiguousError) Is(target error) bool {
 	return target == ErrAmbiguous || errors.Is(ErrAmbiguous, target)
 }
+
+// StateFileError is the error of a start refused because Config.StateFile
+// could not be written (a full disk, a read-only file system): nothing
+// runs without a record the next registry finds, so nothing was started
+// (or what started was killed again). Err is the cause.
+type StateFileError struct {
+	Path string
+	Err  error
+}
+
+func (e *StateFileError) Error() string {
+	todo := "make it writable"
+	if errors.Is(e.Err, syscall.ENOSPC) || errors.Is(e.Err, syscall.EDQUOT) {
+		todo = "free space on its file system"
+	}
+	return fmt.Sprintf("registry: the state file %s cannot be written (%v), so nothing was started: %s, then start again",
+		e.Path, e.Err, todo)
+}
+
+func (e *StateFileError) Unwrap() error { return e.Err }

@@ -526,9 +526,14 @@ func (p *proc) waitTreeGone(ctx context.Context, h env.Process, d time.Duration)
 // ctx.Err()). onLeft, when set, runs after each poll that found
 // survivors.
 func (p *proc) pollSurvivors(ctx context.Context, h env.Process, until time.Time, onLeft func()) ([]int, error) {
+	return pollTree(ctx, func(ctx context.Context) ([]int, error) { return p.survivors(ctx, h) }, until, onLeft)
+}
+
+// pollTree is pollSurvivors with survivors as the look at the tree.
+func pollTree(ctx context.Context, survivors func(context.Context) ([]int, error), until time.Time, onLeft func()) ([]int, error) {
 	interval := 10 * time.Millisecond
 	for {
-		s, err := p.survivors(ctx, h)
+		s, err := survivors(ctx)
 		if err != nil {
 			return nil, err
 		}

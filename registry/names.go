@@ -81,6 +81,21 @@ func (p *proc) sameCommand(opts StartOptions) bool {
 // leader runs, or what it left running was not seen gone yet.
 func (p *proc) mayRun() bool { return p.endedAt.Load() == 0 || p.treeLive.Load() }
 
+// keyHolderLocked returns the tracked process with StartOptions.Key key
+// that did not fail, nil when none does or key is empty. The caller holds
+// r.mu.
+func (r *Registry) keyHolderLocked(key string) *proc {
+	if key == "" {
+		return nil
+	}
+	for _, q := range r.procs {
+		if q.opts.Key == key && !q.failed.Load() {
+			return q
+		}
+	}
+	return nil
+}
+
 // nameHolderLocked returns the process whose tree may still run and that
 // holds name, nil when none does. The caller holds r.mu.
 func (r *Registry) nameHolderLocked(name string) *proc {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"sync"
@@ -55,6 +56,9 @@ type proc struct {
 	// ourSignal: a kill of ours signalled the tree, so its end is not a
 	// crash.
 	ourSignal atomic.Bool
+	// failed: the final state is failed (read under r.mu, see
+	// keyHolderLocked).
+	failed atomic.Bool
 
 	teeMu sync.Mutex
 	tee   io.Writer // Run's live output; nil once Run returned
@@ -84,6 +88,11 @@ type proc struct {
 	leftover   int   // processes of the tree alive after the leader exited
 	readyAt    time.Time
 	pending    *pendingKill // a kill the backend did not answer (kill.go)
+	// unconfirmed: a Start whose caller has not been answered yet; it is
+	// checkpointed as starting (see recordLocked).
+	unconfirmed bool
+	// recoverFrom is the recorded state of a process in StateRecovering.
+	recoverFrom State
 }
 
 func (p *proc) info() Info {
@@ -173,9 +182,16 @@ func (p *proc) closeReader() {
 // same command (backend, command, directory, environment); otherwise it
 // fails with ErrNameInUse, or with Replace kills the holder's tree and
 // starts anew. Concurrent Starts of one name start one process.
+//
+// With Config.StateFile, the process is in the state file before anything
+// runs, and Start returns only once the file records it running: a
+// supervisor that dies during a Start leaves a record from which the next
+// one (Recover) ends whatever that start left running, so a caller whose
+// Start failed finds nothing of it running. A state file that cannot be
+// written refuses the start, with nothing left running.
 func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 	var reused bool
-	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused})
+	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused, confirm: true})
 	if p == nil {
 		return Info{}, err
 	}
@@ -184,8 +200,55 @@ func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
 		in.Reused = true
 		return in, nil
 	}
-	r.checkpointSync()
-	return p.info(), err
+	if err != nil {
+		return p.info(), err
+	}
+	p.mu.Lock()
+	p.unconfirmed = false
+	p.mu.Unlock()
+	if err := r.checkpointSync(); err != nil {
+		// The process runs, but a crash would leave it without a
+		// record: it must not outlive this failure.
+		return Info{}, r.unrecorded(ctx, p, err)
+	}
+	return p.info(), nil
+}
+
+// unrecordedKillTimeout bounds the kill of a process whose start could not
+// be recorded.
+const unrecordedKillTimeout = 15 * time.Second
+
+// unrecorded ends a started process whose record could not be written,
+// forgets it, and returns the start's error.
+func (r *Registry) unrecorded(ctx context.Context, p *proc, cause error) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrecordedKillTimeout)
+	defer cancel()
+	if _, err := p.kill(kctx, killPlan{sig: env.SIGKILL, escalate: true, reason: StateKilled}); err != nil {
+		r.log.Error("start: a process that could not be recorded in the state file may still run", "id", p.id, "err", err)
+	}
+	r.forget(p)
+	return r.stateFileError(cause)
+}
+
+// stateFileError is the error of a start refused because the state file
+// cannot be written.
+func (r *Registry) stateFileError(cause error) error {
+	why := cause
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		why = pe.Err // the path is said once, below
+	}
+	return &StateFileError{Path: r.cfg.StateFile, Err: why}
+}
+
+// forget drops p from the tracked processes.
+func (r *Registry) forget(p *proc) {
+	r.mu.Lock()
+	if r.procs[p.id] == p {
+		delete(r.procs, p.id)
+	}
+	r.mu.Unlock()
+	r.stateChanged()
 }
 
 // startHow is what differs between Start and Run's starts.
@@ -198,6 +261,9 @@ type startHow struct {
 	// reused, when non-nil, lets a named start return the process that
 	// holds the name and runs the same command (set to true then).
 	reused *bool
+	// confirm: the process is checkpointed as starting until the caller
+	// confirms it (Start, once the final checkpoint is written).
+	confirm bool
 }
 
 func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
@@ -225,6 +291,11 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	}
 	if err := validateDevOptions(opts); err != nil {
 		return nil, err
+	}
+	if how.reused == nil {
+		opts.Key = "" // Run's: see StartOptions.Key
+	} else if opts.Key != "" && !ValidKey(opts.Key) {
+		return nil, fmt.Errorf("%w: key %q: must match [A-Za-z0-9_.-]{1,64}", ErrInvalidOptions, truncate(opts.Key, 80))
 	}
 	rd, err := validateReady(opts.Ready)
 	if err != nil {
@@ -255,22 +326,23 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	}
 	now := time.Now()
 	p := &proc{
-		r:          r,
-		backend:    opts.Backend,
-		opts:       opts,
-		createdAt:  now,
-		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
-		watch:      w,
-		started:    make(chan struct{}),
-		done:       make(chan struct{}),
-		treeDone:   make(chan struct{}),
-		treeKick:   make(chan struct{}, 1),
-		killTurn:   make(chan struct{}, 1),
-		state:      StateStarting,
-		tee:        how.tee,
-		foreground: how.foreground,
-		ready:      rd,
-		envDigest:  envDigest(opts.Env),
+		r:           r,
+		backend:     opts.Backend,
+		opts:        opts,
+		createdAt:   now,
+		buf:         NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
+		watch:       w,
+		started:     make(chan struct{}),
+		done:        make(chan struct{}),
+		treeDone:    make(chan struct{}),
+		treeKick:    make(chan struct{}, 1),
+		killTurn:    make(chan struct{}, 1),
+		state:       StateStarting,
+		tee:         how.tee,
+		foreground:  how.foreground,
+		ready:       rd,
+		envDigest:   envDigest(opts.Env),
+		unconfirmed: how.confirm,
 	}
 	p.cond.L = &p.mu
 	p.treeLive.Store(true)
@@ -281,6 +353,14 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	if holder != nil {
 		*how.reused = true
 		return holder, nil
+	}
+	// The record first: the process is tagged with its ID (spec.Tag), so
+	// a supervisor that dies while the environment starts it leaves
+	// the next one an ID to look for (see recover.go).
+	if err := r.checkpointSync(); err != nil {
+		p.fail(err)
+		r.forget(p)
+		return nil, r.stateFileError(err)
 	}
 	if how.waiter {
 		// Counted before anything can end the process: its completion
@@ -324,12 +404,18 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	close(p.started)
 	r.stateChanged()
 	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
-	if how.foreground {
+	if _, tagged := e.(env.TagFinder); how.foreground && !tagged {
 		// The state file holds the process (and its Ref) before its ID or
 		// any of its output reaches the caller: a supervisor that crashes
 		// after that leaves a process the next one re-attaches and, its
-		// caller being gone, kills; never an orphan nobody knows of.
-		r.checkpointSync()
+		// caller being gone, kills; never an orphan nobody knows of. Where
+		// the environment finds processes by tag, the record made before
+		// the start is enough: the next one ends a foreground process
+		// found by its tag as it ends one re-attached (see sweep.go), and
+		// a run pays one synchronous write, not two.
+		if err := r.checkpointSync(); err != nil {
+			r.log.Error("run: the state file does not record the process; a crash now would leave it to the tag sweep of the next supervisor", "id", p.id, "err", err)
+		}
 	}
 	if how.started != nil {
 		// Before the copier starts: no output reaches the tee before it.
@@ -417,6 +503,7 @@ func (p *proc) fail(err error) {
 	p.mu.Lock()
 	p.state, p.reason, p.endedTime = StateFailed, err.Error(), now
 	p.mu.Unlock()
+	p.failed.Store(true)
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)

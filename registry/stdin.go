@@ -14,7 +14,7 @@ import (
 // Write writes data to the process's stdin. The process must be running
 // and have been started with Stdin (or a PTY).
 func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
-	p, h, err := r.running(id, "write to")
+	p, h, err := r.running(ctx, id, "write to")
 	if err != nil {
 		return err
 	}
@@ -27,7 +27,7 @@ func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
 // Submit writes line followed by the key that submits it: "\r" (Enter) on
 // a PTY, "\n" on a pipe.
 func (r *Registry) Submit(ctx context.Context, id, line string) error {
-	p, h, err := r.running(id, "submit to")
+	p, h, err := r.running(ctx, id, "submit to")
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (r *Registry) Resize(ctx context.Context, id string, size env.WindowSize) e
 	if size.Rows == 0 || size.Cols == 0 {
 		return fmt.Errorf("%w: window size %dx%d: rows and columns must both be at least 1", ErrInvalidOptions, size.Rows, size.Cols)
 	}
-	p, h, err := r.running(id, "resize")
+	p, h, err := r.running(ctx, id, "resize")
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (r *Registry) Resize(ctx context.Context, id string, size env.WindowSize) e
 
 // CloseStdin closes the process's stdin so it reads EOF.
 func (r *Registry) CloseStdin(ctx context.Context, id string) error {
-	p, h, err := r.running(id, "close stdin of")
+	p, h, err := r.running(ctx, id, "close stdin of")
 	if err != nil {
 		return err
 	}
@@ -76,10 +76,17 @@ func (r *Registry) CloseStdin(ctx context.Context, id string) error {
 	return nil
 }
 
-func (r *Registry) running(id, op string) (*proc, env.Process, error) {
+// running returns p and its handle once it runs; a process still starting
+// or recovering is waited for (bounded by ctx).
+func (r *Registry) running(ctx context.Context, id, op string) (*proc, env.Process, error) {
 	p, err := r.lookup(id)
 	if err != nil {
 		return nil, nil, err
+	}
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("registry: cannot %s %s: it is still %s: %w", op, p.id, p.info().State, ctx.Err())
 	}
 	p.mu.Lock()
 	state, h := p.state, p.handle

@@ -182,6 +182,12 @@ func (r *Registry) registerNamed(ctx context.Context, p *proc, reuse bool) (*pro
 		case <-ctx.Done():
 			return nil, fmt.Errorf("registry: start %s: waiting for %s, which holds the name: %w", p.opts.Name, holder.id, ctx.Err())
 		}
+		if p.opts.Key != "" && holder.opts.Key == p.opts.Key {
+			if holder.failed.Load() {
+				continue // it never ran (keyHolderLocked skips it now)
+			}
+			return holder, nil // this very start, asked again
+		}
 		switch {
 		case !holder.mayRun():
 			// Its start failed, or it ended meanwhile: the name is free.
@@ -222,6 +228,10 @@ func (r *Registry) register(p *proc) (holder *proc, err error) {
 	if r.closed {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("registry: start: %w", ErrClosed)
+	}
+	if h := r.keyHolderLocked(p.opts.Key); h != nil {
+		r.mu.Unlock()
+		return h, nil
 	}
 	if p.opts.Name != "" {
 		if h := r.nameHolderLocked(p.opts.Name); h != nil {

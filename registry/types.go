@@ -76,13 +76,22 @@ type Config struct {
 }
 
 // State is a process's lifecycle state. A process moves from starting to
-// running and then to exactly one final state.
+// running and then to exactly one final state; after a restart, a process
+// the previous registry left unfinished is recovering until it is running
+// again or settled in a final state.
 type State string
 
 // Process states.
 const (
 	StateStarting State = "starting"
 	StateRunning  State = "running"
+	// StateRecovering: the registry restarted (Recover) and is still
+	// re-attaching the process, or, for a start the previous registry
+	// never confirmed to its caller, ending what that start left
+	// running. It then becomes running or a final state. Meanwhile Info
+	// holds what the state file recorded; Kill, Write and Wait wait for
+	// the outcome.
+	StateRecovering State = "recovering"
 	// StateExited: the process ended on its own; Status says how.
 	StateExited State = "exited"
 	// StateKilled: the process ended after Kill (or KillAll, or the
@@ -110,7 +119,7 @@ func (s State) Final() bool {
 
 // Valid reports whether s is one of the defined states.
 func (s State) Valid() bool {
-	return s == StateStarting || s == StateRunning || s.Final()
+	return s == StateStarting || s == StateRunning || s == StateRecovering || s.Final()
 }
 
 // Timeout kinds recorded in Info.TimedOut and RunResult.TimedOut.
@@ -293,7 +302,21 @@ type StartOptions struct {
 	// IdleTimeout kills the tree after this long without output (0:
 	// never); Info.TimedOut is "idle_timeout".
 	IdleTimeout time.Duration
+
+	// Key, when set, makes Start idempotent: a Start with the Key of a
+	// tracked process that did not fail returns that process
+	// (Info.Reused), whatever its state, instead of starting another. A
+	// caller that cannot tell whether its Start happened (the connection
+	// to the supervisor broke before the answer; the supervisor
+	// restarted) repeats it with the same Key: it gets the process that
+	// started, or, when the supervisor died before it confirmed the start
+	// (its successor then ended what it started, see StartRecover), a new
+	// one. It matches [A-Za-z0-9_.-]{1,64} (ValidKey). Run ignores it.
+	Key string
 }
+
+// ValidKey reports whether key is a valid StartOptions.Key.
+func ValidKey(key string) bool { return key != "" && env.ValidTag(key) }
 
 // RunOptions describes a foreground process: Run waits for it.
 type RunOptions struct {

@@ -24,6 +24,10 @@ import (
 // daemonStartWait bounds the wait for an auto-started daemon's socket.
 const daemonStartWait = 15 * time.Second
 
+// daemonSlowNotice is how long a wait for an auto-started daemon goes
+// unexplained before the client says on stderr what it waits for.
+const daemonSlowNotice = time.Second
+
 // connect returns a client of the running daemon, starting one if needed.
 func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Status, error) {
 	paths, err := daemon.DefaultPaths()
@@ -35,7 +39,8 @@ func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Stat
 	if err == nil {
 		return c, st, nil
 	}
-	if !errors.Is(err, daemon.ErrNoDaemon) {
+	// A daemon that went away under the request is no daemon either.
+	if !errors.Is(err, daemon.ErrNoDaemon) && !errors.Is(err, daemon.ErrDaemonLost) {
 		return nil, st, daemonError("connect", err)
 	}
 	if os.Getenv("CORRAL_NO_AUTOSTART") == "1" {
@@ -45,16 +50,27 @@ func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Stat
 	if err != nil {
 		return nil, st, &exitError{code: exitCorralError, msg: fmt.Sprintf("start the corral daemon: %v", err)}
 	}
-	deadline := time.Now().Add(daemonStartWait)
+	began := time.Now()
+	deadline := began.Add(daemonStartWait)
+	told := false
 	for interval := 5 * time.Millisecond; ; interval = min(2*interval, 100*time.Millisecond) {
 		st, err = c.Status(ctx)
 		if err == nil {
 			if st.PID == pid {
 				fmt.Fprintf(stderr, "corral: started the corral daemon (pid %d, socket %s, log %s)\n", pid, paths.Socket, paths.LogFile())
+				if n := st.Recovered.Recovering; n > 0 {
+					fmt.Fprintf(stderr, "corral: the daemon is re-attaching %d processes of its state file in the background; ps lists them as recovering until then\n", n)
+				}
 			}
 			return c, st, nil
 		}
-		if !errors.Is(err, daemon.ErrNoDaemon) || time.Now().After(deadline) {
+		if !told && time.Since(began) > daemonSlowNotice {
+			// Never silent: say what the wait is for, and where to look.
+			told = true
+			fmt.Fprintf(stderr, "corral: waiting for the corral daemon (pid %d) to answer on %s, at most %s; its log: %s\n",
+				pid, paths.Socket, daemonStartWait, paths.LogFile())
+		}
+		if !errors.Is(err, daemon.ErrNoDaemon) && !errors.Is(err, daemon.ErrDaemonLost) || time.Now().After(deadline) {
 			return nil, st, &exitError{code: exitCorralError, msg: fmt.Sprintf("the corral daemon did not come up on %s within %s (see %s): %v", paths.Socket, daemonStartWait, paths.LogFile(), err)}
 		}
 		select {

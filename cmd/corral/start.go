@@ -118,7 +118,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 			}
 			opts := req.Options()
 			dev.apply(&opts)
-			in, err := c.Start(cmd.Context(), opts)
+			in, err := startKeyed(cmd.Context(), c, opts, stderr)
 			if err != nil {
 				if in.ID != "" && asJSON {
 					printJSON(stdout, in)

@@ -90,7 +90,7 @@ function showResult(m) {
 // Filters.
 function matches(s) {
   const state = $("f-state").value;
-  const final = !["starting", "running"].includes(s.state);
+  const final = !["starting", "recovering", "running"].includes(s.state);
   if (state === "live" && final) return false;
   if (state === "final" && !final) return false;
   if (state && !["live", "final"].includes(state) && s.state !== state) return false;
@@ -133,7 +133,7 @@ function renderList() {
   for (const s of shown) {
     const tr = document.createElement("tr");
     tr.dataset.id = s.id;
-    const final = !["starting", "running"].includes(s.state);
+    const final = !["starting", "recovering", "running"].includes(s.state);
     tr.className = (final ? "final " : "") + (s.id === selected ? "selected" : "");
     cell(tr, s.id, "id");
     cell(tr, s.command, "cmd").title = s.command;
@@ -177,7 +177,7 @@ function subscribe(id, offset) {
 function renderDetail() {
   const s = sessions.get(selected);
   if (!s) return;
-  const final = !["starting", "running"].includes(s.state);
+  const final = !["starting", "recovering", "running"].includes(s.state);
   $("d-id").textContent = s.id;
   $("d-state").textContent = s.state_text + (s.pty ? " · terminal" : "");
   $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");

@@ -16,6 +16,7 @@ var reattachCases = []testCase{
 	{"WhileRunning", func(t *testing.T, s *suite) { testReattach(t, s, reattachRunning) }},
 	{"AfterExitUnattached", func(t *testing.T, s *suite) { testReattach(t, s, reattachAfterExit) }},
 	{"AndKillTree", func(t *testing.T, s *suite) { testReattach(t, s, reattachKill) }},
+	{"FindByTag", testFindByTag},
 }
 
 type reattachMode int

@@ -111,6 +111,11 @@
 // must be exactly <StateDir>/<id>, and the recorded PID and start time
 // must match.
 //
+// Env.Tagged (env.TagFinder) finds a detached process by the Spec.Tag
+// its state.json records, for a supervisor that died during Start; a
+// directory that has no state.json yet and is younger than 2 s is a start
+// the server may still be making, and is waited for that long.
+//
 // The process directory holds: state.json (PIDs, start times, cgroup,
 // tag; then the exit status), log, stdin (FIFO), stdin.closed (the marker
 // that asks the server to let go of its end of the FIFO), shim.log (the

@@ -26,7 +26,9 @@
 //	parent    "PID START" of the stopped parent (see below)
 //	spec      the command line, directory and environment, as quoted sh
 //	          assignments sourced by the command's shell, so that they never
-//	          show in the argv of the long-lived wrapper and parent
+//	          show in the argv of the long-lived wrapper and parent; its first
+//	          line starts with stag='Spec.Tag', which Tagged (env.TagFinder,
+//	          sh/tagged.sh) matches to find a process without its Ref
 //	armed, go, run, armfail
 //	          an armed spare's report and FIFOs (see Armed spares)
 //	tty       the path of the process's terminal (Spec.PTY; see Terminals)
@@ -101,7 +103,10 @@
 // loaded the library once (resident.go: the framing, the nonce, the pool,
 // the fallback), so a call is one request on a stream that is already open;
 // otherwise, and when no shell can be opened, it runs the library and the
-// call as one script through Exec.
+// call as one script through Exec. A call that finds every resident busy
+// waits up to a second for one to come free before it falls back to Exec:
+// a burst of calls (a restarted supervisor attaching a hundred processes)
+// is served sooner queued on the residents than by as many Execs.
 //
 // Forks and execs are what a start costs inside the sandbox (about a
 // millisecond each on a small VM), so with resident shells a start leaves
@@ -265,6 +270,12 @@
 // env.ErrUnsupported, and Capabilities turn PTY off.
 //
 // # Re-attach, removal, retention
+//
+// Attach reads the process's state (one round trip), and concurrent
+// Attach calls share theirs: the first reads its own, the ones that queued
+// meanwhile are read together in one corral_states call (attach.go), so
+// a supervisor re-attaching a hundred processes after a restart pays a
+// few round trips, not a hundred.
 //
 // Every process is detached inside the sandbox, so Ref always works; Close
 // kills (SIGKILL, whole tree) only processes started without Spec.Detach

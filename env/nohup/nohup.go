@@ -50,6 +50,7 @@ type Env struct {
 	baseTurn   chan struct{} // one resolution of baseDir at a time
 
 	residents *residentPool // for a ShellTransport; nil otherwise
+	states    stateBatcher  // Attach's state reads (attach.go)
 
 	// Follows (see follow.go) run in goroutines of their own, with a
 	// context that also ends with the Env: Close ends them and waits.
@@ -88,7 +89,7 @@ func New(t Transport, opts Options) (*Env, error) {
 	}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	if st, ok := t.(ShellTransport); ok && opts.Residents > 0 {
-		e.residents = &residentPool{Max: opts.Residents, New: func(ctx context.Context, lib string) (*resident, error) {
+		e.residents = &residentPool{Max: opts.Residents, Wait: residentWait, New: func(ctx context.Context, lib string) (*resident, error) {
 			sh, err := st.OpenShell(ctx, residentScript(lib))
 			if err != nil {
 				return nil, err
@@ -382,7 +383,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if spec.PTY != nil {
 		command, environ = ptyCmdBody, e.ptyEnviron(spec, pty, base+"/"+id)
 	}
-	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, environ), sweep,
+	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, spec.Tag, environ), sweep,
 		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
 	var afterSent bool
 	out, err := e.callThen(ctx, "start", line, after.String(), &afterSent, false)
@@ -608,7 +609,7 @@ func (e *Env) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
 		return nil, fmt.Errorf("nohup %s: attach: bad ref data: %w", e.opts.Name, err)
 	}
 	p := e.newProcess(r)
-	st, err := p.state(ctx, "")
+	st, err := e.attachState(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}

@@ -210,13 +210,19 @@ func (p *process) setStatus(s env.ExitStatus) {
 }
 
 // Wait implements env.Process: it polls the exit file with the adaptive
-// interval.
+// interval. With a context that is already done it answers what the
+// handle knows without a round trip: the status Start or Attach read, if
+// the process had ended (a supervisor recovering many processes asks
+// every one so).
 func (p *process) Wait(ctx context.Context) (env.ExitStatus, error) {
 	if err := p.check(); err != nil {
 		return env.NoStatus, err
 	}
 	if s, ok := p.cached(); ok {
 		return s, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return env.NoStatus, err
 	}
 	if st, ok, err := p.waitFollow(ctx); err != nil {
 		return env.NoStatus, err

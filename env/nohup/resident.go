@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A resident is a shell that stays running inside the sandbox with the
@@ -295,8 +296,13 @@ type residentPool struct {
 	New func(ctx context.Context, lib string) (*resident, error)
 	// Max bounds the residents alive at once.
 	Max int
+	// Wait is how long a call waits for a busy resident to come free
+	// when Max are alive, before it gives up with errNoResident (and its
+	// caller runs it through Exec); 0: not at all. See residentWait.
+	Wait time.Duration
 
 	mu        sync.Mutex
+	freed     chan struct{} // closed (and replaced) when a resident comes free or goes
 	idle      []*resident
 	live      int
 	gen       int // Reset increments it
@@ -340,24 +346,57 @@ func (p *residentPool) Call(ctx context.Context, lib, call, after string, stdout
 	}
 }
 
+// residentWait is the Wait of an Env's pool. A call on a resident takes
+// milliseconds, an Exec tens to hundreds of them (a docker exec on a
+// loaded machine): a burst of calls — a restarted supervisor attaching a
+// hundred processes at once — is served sooner queued on the residents
+// than spilled into Execs, which would also load the sandbox's engine
+// that the residents' calls go through. A resident stuck on a slow call
+// delays a queued call by this much at most.
+const residentWait = time.Second
+
 func (p *residentPool) get(ctx context.Context, lib string) (*resident, error) {
+	var timeout <-chan time.Time
 	p.mu.Lock()
-	if p.closed || p.disabled {
-		p.mu.Unlock()
-		return nil, errNoResident
-	}
-	for len(p.idle) > 0 {
-		r := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		if r.Lib() == lib {
+	for {
+		if p.closed || p.disabled {
 			p.mu.Unlock()
-			return r, nil
+			return nil, errNoResident
 		}
-		p.dropLocked(r)
-	}
-	if p.live >= p.Max {
+		for len(p.idle) > 0 {
+			r := p.idle[len(p.idle)-1]
+			p.idle = p.idle[:len(p.idle)-1]
+			if r.Lib() == lib {
+				p.mu.Unlock()
+				return r, nil
+			}
+			p.dropLocked(r)
+		}
+		if p.live < p.Max {
+			break
+		}
+		if p.Wait <= 0 {
+			p.mu.Unlock()
+			return nil, errNoResident
+		}
+		if p.freed == nil {
+			p.freed = make(chan struct{})
+		}
+		freed := p.freed
 		p.mu.Unlock()
-		return nil, errNoResident
+		if timeout == nil {
+			t := time.NewTimer(p.Wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+			return nil, fmt.Errorf("%w: every resident stayed busy for %s", errNoResident, p.Wait)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errNoResident, ctx.Err())
+		}
+		p.mu.Lock()
 	}
 	p.live++
 	gen := p.gen
@@ -381,6 +420,7 @@ func (p *residentPool) get(ctx context.Context, lib string) (*resident, error) {
 func (p *residentPool) put(r *resident, callErr error, busy bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.wakeLocked()
 	if r.broken != nil {
 		if callErr != nil && r.Served() == 0 && !errors.Is(callErr, context.Canceled) && !errors.Is(callErr, context.DeadlineExceeded) {
 			p.stillborn++
@@ -410,6 +450,15 @@ func (p *residentPool) dropLocked(r *resident) {
 	_ = r.Close()
 	delete(p.gens, r)
 	p.live--
+	p.wakeLocked()
+}
+
+// wakeLocked wakes the calls waiting for a resident.
+func (p *residentPool) wakeLocked() {
+	if p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
 }
 
 // Disabled reports whether the pool gave up on residents after
@@ -437,6 +486,7 @@ func (p *residentPool) Reset() {
 func (p *residentPool) Close() {
 	p.mu.Lock()
 	p.closed = true
+	p.wakeLocked()
 	p.mu.Unlock()
 	p.Reset()
 }

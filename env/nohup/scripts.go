@@ -47,6 +47,8 @@ var (
 	ptySh string // corral_ptyprobe, corral_resize
 	//go:embed sh/ports.sh
 	portsSh string // corral_listeners, corral_waitport, corral_checkurl
+	//go:embed sh/tagged.sh
+	taggedSh string // corral_tagged
 	//go:embed sh/ptycmd.sh
 	ptyCmdSh string // a terminal's command: execs script
 	//go:embed sh/ptyterm.sh
@@ -83,7 +85,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(taggedSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 
@@ -135,15 +137,19 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // specFile is the sh snippet the command's shell sources: it sets cmd and
 // the positional parameters (KEY=VALUE words for env(1)). Every value is
-// quoted; names were checked by env.Spec.Validate.
-func specFile(command, dir, si, tag string, environ []string) string {
+// quoted; names were checked by env.Spec.Validate. Its first line starts
+// with stag, si and tag, in that order, which is how corral_tagged
+// (sh/tagged.sh) finds a process by its Spec.Tag without parsing sh.
+func specFile(command, dir, si, tag, specTag string, environ []string) string {
 	var b strings.Builder
-	b.WriteString("wd=")
-	b.WriteString(shellquote.Quote(dir))
+	b.WriteString("stag=")
+	b.WriteString(shellquote.Quote(specTag))
 	b.WriteString(" si=")
 	b.WriteString(shellquote.Quote(si))
 	b.WriteString(" tag=")
 	b.WriteString(shellquote.Quote(tag))
+	b.WriteString(" wd=")
+	b.WriteString(shellquote.Quote(dir))
 	b.WriteString("\ncmd=")
 	b.WriteString(shellquote.Quote(command))
 	b.WriteString("\nset --")

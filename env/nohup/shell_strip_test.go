@@ -15,7 +15,7 @@ func shFiles() map[string]string {
 	return map[string]string{
 		"proc.sh": procSh, "state.sh": stateSh, "launch.sh": launchSh, "spares.sh": sparesSh,
 		"poll.sh": pollSh, "parent.sh": parentSh, "command.sh": commandSh, "write.sh": writeSh,
-		"pty.sh": ptySh, "ptycmd.sh": ptyCmdSh, "ptyterm.sh": ptyTermSh,
+		"pty.sh": ptySh, "ptycmd.sh": ptyCmdSh, "ptyterm.sh": ptyTermSh, "tagged.sh": taggedSh,
 	}
 }
 

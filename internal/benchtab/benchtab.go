@@ -274,6 +274,9 @@ var DefaultChecks = []Check{
 	// A dev server is seen ready within 50 ms (median) of its socket
 	// listening, locally and in a container.
 	{Bench: "ReadyLatency", Unit: "ready-ms-median", Kind: Below, Limit: 50},
+	// A restarted daemon re-attaches 100 processes of one container
+	// within 2 s (the registry serves meanwhile, listing them recovering).
+	{Bench: "RecoverDocker", Unit: "ns/op", Kind: Below, Limit: 2e9},
 }
 
 // Row is one line of the table.

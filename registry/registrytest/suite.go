@@ -273,6 +273,7 @@ func testRun(t *testing.T, s suite) {
 	var live syncBuffer
 	started := make(chan registry.Info, 1)
 	listed := make(chan []registry.Info, 1)
+	submitted := make(chan struct{})
 	res, err := s.svc.Run(ctxFor(t), registry.RunOptions{
 		StartOptions: registry.StartOptions{Command: `echo first; read _; echo second; exit 4`, Stdin: true, Labels: s.label},
 		Output:       &live,
@@ -281,6 +282,7 @@ func testRun(t *testing.T, s suite) {
 			started <- in
 			// The caller can act on the process while Run blocks.
 			go func() {
+				defer close(submitted)
 				list, err := s.svc.List(ctxFor(t), registry.ListOptions{Labels: s.label})
 				assert.NoError(t, err)
 				listed <- list
@@ -289,6 +291,9 @@ func testRun(t *testing.T, s suite) {
 		},
 	})
 	require.NoError(t, err)
+	// The process may end, and Run return, before Submit's answer is
+	// read: the test (and its contexts) must outlive that call.
+	<-submitted
 	in := <-started
 	assert.Equal(t, in.ID, res.ID)
 	assert.Equal(t, registry.StateExited, res.State)

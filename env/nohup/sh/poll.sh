@@ -43,6 +43,19 @@ corral_wait() {
 	echo "$st"
 }
 
+# corral_states [DIR WPID WSTART CPID CSTART]... prints the state of each
+# process, a line each, in order: corral_wait without steps for many
+# processes in one call (concurrent Attach calls share one, see
+# attach.go).
+corral_states() {
+	set -f
+	while [ $# -ge 5 ]; do
+		state "$1" "$2" "$3" "$4" "$5"
+		echo "$st"
+		shift 5
+	done
+}
+
 # corral_signal DIR CPID CSTART TAG SIG signals the whole tree. The group is
 # signalled only after the identity check and only while the command runs
 # (its PID then still names the group); escapees are found by their tag.
