@@ -85,7 +85,7 @@ func chaosLeftovers(since time.Time, extra ...string) []string {
 // SSH_CONNECTION ending in the server's port, every process of a
 // container HOSTNAME set to the container's: so what a test leaves is
 // told apart from what other tests on this machine run. A wrapper's long
-// script is left out of the command line shown.
+// script is left out of the command line returned.
 func chaosLeftoversWhere(since time.Time, match func(kv string) bool, extra ...string) []string {
 	boot := bootTime()
 	markers := append(slices.Clone(extra), corralMarkers...)
@@ -122,8 +122,8 @@ func chaosLeftoversWhere(since time.Time, match func(kv string) bool, extra ...s
 			}
 		}
 		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if len(argv) > 2 && argv[1] == "-c" {
-			argv[2] = "SCRIPT"
+		if len(argv) > 2 && argv[1] == "-c" && len(argv[2]) > 200 {
+			argv[2] = "SCRIPT" // a wrapper's library
 		}
 		line := strings.Join(argv, " ")
 		if len(line) > 160 {
