@@ -499,17 +499,25 @@ func (e *clippedError) Unwrap() error { return e.err }
 
 // fail records that the process could not be started.
 func (p *proc) fail(err error) {
+	p.endUnrun(StateFailed, err.Error())
+	p.r.log.Debug("start failed", "id", p.id, "err", err)
+}
+
+// endUnrun records state, with reason and no exit status, for a process
+// that has no monitor to record its end: a start that failed, and, at a
+// recovery, an interrupted start, a lost process, a foreground run whose
+// caller is gone.
+func (p *proc) endUnrun(state State, reason string) {
 	now := time.Now()
 	p.mu.Lock()
-	p.state, p.reason, p.endedTime = StateFailed, err.Error(), now
+	p.state, p.reason, p.endedTime, p.status = state, reason, now, nil
 	p.mu.Unlock()
-	p.failed.Store(true)
+	p.failed.Store(state == StateFailed)
 	p.endedAt.Store(now.UnixNano())
 	close(p.started)
 	close(p.done)
 	p.treeGone()
 	p.r.stateChanged()
-	p.r.log.Debug("start failed", "id", p.id, "err", err)
 }
 
 // monitor is the process's one goroutine: it copies the output into the

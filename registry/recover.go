@@ -714,15 +714,7 @@ func (p *proc) sandboxHandle(ctx context.Context) (env.Process, error) {
 
 // markLost records a restored process as lost.
 func (p *proc) markLost(err error) {
-	now := time.Now()
-	p.mu.Lock()
-	p.state, p.reason, p.endedTime, p.status = StateLost, err.Error(), now, nil
-	p.mu.Unlock()
-	p.endedAt.Store(now.UnixNano())
-	close(p.started)
-	close(p.done)
-	p.treeGone()
-	p.r.stateChanged()
+	p.endUnrun(StateLost, err.Error())
 	p.r.log.Warn("process lost on recovery", "id", p.id, "err", err)
 	p.r.ev.publish(Event{Type: EventExited, ID: p.id, Command: p.opts.Command, State: StateLost, Notify: p.opts.Notify,
 		Summary: fmt.Sprintf("%s lost: %v", p.id, err), consumed: &p.finalSeen})

@@ -191,29 +191,12 @@ func (r *Registry) endTrees(ctx context.Context, hs []env.Process) (int, error) 
 
 // markKilled records a restored process as killed by the recovery.
 func (p *proc) markKilled(reason string) {
-	now := time.Now()
-	p.mu.Lock()
-	p.state, p.reason, p.endedTime, p.status = StateKilled, reason, now, nil
-	p.mu.Unlock()
-	p.endedAt.Store(now.UnixNano())
-	close(p.started)
-	close(p.done)
-	p.treeGone()
-	p.r.stateChanged()
+	p.endUnrun(StateKilled, reason)
 	p.r.log.Info("recover: killed a foreground process whose caller was lost", "id", p.id)
 }
 
 // markFailed records a restored process as failed (an interrupted start).
 func (p *proc) markFailed(reason string) {
-	now := time.Now()
-	p.mu.Lock()
-	p.state, p.reason, p.endedTime, p.status = StateFailed, reason, now, nil
-	p.mu.Unlock()
-	p.failed.Store(true)
-	p.endedAt.Store(now.UnixNano())
-	close(p.started)
-	close(p.done)
-	p.treeGone()
-	p.r.stateChanged()
+	p.endUnrun(StateFailed, reason)
 	p.r.log.Warn("recover: an interrupted start was ended", "id", p.id, "reason", reason)
 }
