@@ -80,6 +80,8 @@ func TestDurationsOnTheWire(t *testing.T) {
 			assert.Equal(t, http.StatusBadRequest, status, "%s %.60s: %s", req.path, req.body, b)
 			assert.Equal(t, CodeInvalid, eb.Code, "%s %.60s", req.path, req.body)
 			assert.Contains(t, eb.Error, "give seconds", "%s %.60s", req.path, req.body)
+			field, _, _ := strings.Cut(strings.TrimPrefix(req.body[strings.LastIndex(req.body, `,"`)+1:], `{`), `":`)
+			assert.Contains(t, eb.Error, strings.Trim(field, `"`)+": duration ", "%s %.60s: the error names the field", req.path, req.body)
 			assert.LessOrEqual(t, len(eb.Error), 200, "%s: the error repeats its input: %.100q", req.path, eb.Error)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/duration"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -199,7 +200,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: request body over %d MiB: a command must fit in it; write stdin in parts", registry.ErrInvalidOptions, maxBody>>20)
 	}
-	return fmt.Errorf("%w: request body: %s", registry.ErrInvalidOptions, clip(err.Error(), 200))
+	return fmt.Errorf("%w: request body: %s", registry.ErrInvalidOptions, clip(duration.Named(err).Error(), 200))
 }
 
 // clip returns s cut to at most n bytes (on a rune boundary), marked with

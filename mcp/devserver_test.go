@@ -52,7 +52,7 @@ func TestTerminalDevServerArgsChecked(t *testing.T) {
 		{bg("ready_port", 70000), `"ready_port" 70000 is not a TCP port`},
 		{bg("ready_pattern", "("), `"ready_pattern" is not a valid regular expression`},
 		{bg("ready_url", "ftp://h/"), `"ready_url" "ftp://h/" has scheme "ftp"`},
-		{bg("ttl", -1), `duration -1: is negative: give seconds`},
+		{bg("ttl", -1), `"ttl" is negative (-1s): give seconds >= 0`},
 		{bg("timeout", 5), `"timeout" applies to foreground runs only`},
 		{bg("name", "cafe"), "could be read as a process ID prefix"},
 		{map[string]any{"action": "poll", "id": "web", "ready": true}, `"ready" applies to action wait only`},

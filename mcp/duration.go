@@ -11,8 +11,9 @@ import (
 // (internal/duration), the same the daemon's API reads: seconds as a JSON
 // number (90, 2.5), or a string holding a Go duration ("90s", "10m",
 // "1h30m") or seconds ("90"). Models write both; accepting both saves a
-// failed call. A negative value, a bool or an object fails the call with
-// a short message that says what to give.
+// failed call. A bool or an object fails the call with a short message
+// that says what to give; a negative value is read, and refused by the
+// tool in a message that names the argument.
 type Duration struct {
 	D time.Duration
 }
@@ -20,6 +21,12 @@ type Duration struct {
 // UnmarshalJSON implements json.Unmarshaler.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	v, err := duration.FromJSON(b)
+	if n, ok := duration.Negative(err); ok {
+		// The tool refuses it naming the argument ("timeout" is
+		// negative): the SDK reports a decoding error without its name.
+		d.D = n
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -119,12 +119,19 @@ func TestDurationAcceptsSecondsAndStrings(t *testing.T) {
 			t.Errorf("%s: got %v, %v; want %v", in, d.D, err, want)
 		}
 	}
-	// The daemon's API reads them alike (internal/duration): negative
-	// values are refused as it refuses them.
-	for _, in := range []string{`"soon"`, `true`, `[1]`, `1e300`, `-1`, `"-5s"`, `{}`} {
+	// The daemon's API reads them alike (internal/duration).
+	for _, in := range []string{`"soon"`, `true`, `[1]`, `1e300`, `{}`} {
 		var d Duration
 		if err := json.Unmarshal([]byte(in), &d); err == nil {
 			t.Errorf("%s: accepted as %v", in, d.D)
+		}
+	}
+	// A negative one is read, for the tool to refuse naming the argument
+	// (the SDK's decoding error cannot name it).
+	for in, want := range map[string]time.Duration{`-1`: -time.Second, `"-5s"`: -5 * time.Second} {
+		var d Duration
+		if err := json.Unmarshal([]byte(in), &d); err != nil || d.D != want {
+			t.Errorf("%s: got %v, %v; want %v for the tool to refuse", in, d.D, err, want)
 		}
 	}
 }

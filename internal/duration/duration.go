@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -36,15 +37,43 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads a duration in any form the package accepts.
+// UnmarshalJSON reads a duration in any form the package accepts. Its
+// error is a *json.UnmarshalTypeError, the one kind encoding/json
+// completes with the name of the field it was decoding: Named turns it
+// back into this package's error, with that name.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	v, err := FromJSON(b)
 	if err != nil {
-		return err
+		return &json.UnmarshalTypeError{Value: err.Error(), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+var durationType = reflect.TypeFor[Duration]()
+
+// Named returns the error of a Duration field's decoding (see
+// UnmarshalJSON) as an error of this package that names the field:
+// `ttl: duration -1: is negative: give seconds…`. Any other error is
+// returned as it is.
+func Named(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type != durationType {
+		return err
+	}
+	return &named{field: te.Field, msg: te.Value}
+}
+
+type named struct{ field, msg string }
+
+func (e *named) Error() string {
+	if e.field == "" {
+		return e.msg
+	}
+	return e.field + ": " + e.msg
+}
+
+func (e *named) Is(target error) bool { return target == ErrInvalid }
 
 // Hint is what every error of this package asks for.
 const Hint = `give seconds (90) or a duration such as "90s", "10m" or "1h30m"`
@@ -57,6 +86,20 @@ var ErrInvalid = errors.New("invalid duration")
 type invalid struct {
 	shown string
 	why   string
+	// negative is the value of a well-formed negative duration.
+	negative time.Duration
+}
+
+// Negative returns the value of a well-formed but negative duration that
+// err (an error of FromJSON or Parse) refused, for a caller that reports
+// it in words of its own (naming the argument); ok is false for any other
+// error.
+func Negative(err error) (d time.Duration, ok bool) {
+	var e *invalid
+	if errors.As(err, &e) && e.negative < 0 {
+		return e.negative, true
+	}
+	return 0, false
 }
 
 func (e *invalid) Error() string {
@@ -131,7 +174,7 @@ func Parse(s string) (time.Duration, error) {
 		return 0, &invalid{shown: shown}
 	}
 	if v < 0 {
-		return 0, &invalid{shown: shown, why: "is negative: " + Hint}
+		return 0, &invalid{shown: shown, why: "is negative: " + Hint, negative: v}
 	}
 	return v, nil
 }
@@ -144,7 +187,7 @@ func fromSeconds(f float64, shown string) (time.Duration, error) {
 	case math.IsNaN(f) || math.IsInf(f, 0) || f > maxSeconds:
 		return 0, &invalid{shown: shown, why: "is out of range: " + Hint}
 	case f < 0:
-		return 0, &invalid{shown: shown, why: "is negative: " + Hint}
+		return 0, &invalid{shown: shown, why: "is negative: " + Hint, negative: time.Duration(f * float64(time.Second))}
 	}
 	return time.Duration(f * float64(time.Second)), nil
 }

@@ -63,6 +63,19 @@ func TestInStruct(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"ttl":true}`), &v); err == nil {
 		t.Error(`"ttl": true was accepted`)
+	} else if err := Named(err); !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "ttl: duration true: ") {
+		t.Errorf(`"ttl": true: Named gives %q, want an ErrInvalid naming ttl`, err)
+	}
+	var nested struct {
+		Kill struct {
+			Grace Duration `json:"grace"`
+		} `json:"kill"`
+	}
+	if err := Named(json.Unmarshal([]byte(`{"kill":{"grace":-5}}`), &nested)); err == nil || !strings.HasPrefix(err.Error(), "kill.grace: duration -5: is negative") {
+		t.Errorf("nested negative grace: %v", err)
+	}
+	if err := errors.New("other"); Named(err) != err {
+		t.Error("Named changed an error that is not a duration's")
 	}
 	b, err := json.Marshal(v)
 	if err != nil || string(b) != `{"ttl":"1h0m0s","grace":"5s"}` {
@@ -75,6 +88,23 @@ func TestInStruct(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &back); err != nil || back.TTL != v.TTL || *back.Grace != *v.Grace {
 		t.Errorf("round trip: %+v, %v", back, err)
+	}
+}
+
+// TestNegative: a well-formed negative value is refused, and its value is
+// there for a caller that names the argument in its own words.
+func TestNegative(t *testing.T) {
+	for in, want := range map[string]time.Duration{`-5`: -5 * time.Second, `"-1s"`: -time.Second, `"-2"`: -2 * time.Second} {
+		_, err := FromJSON([]byte(in))
+		if got, ok := Negative(err); !ok || got != want {
+			t.Errorf("Negative(FromJSON(%s)) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`true`, `"soon"`, `1e400`} {
+		_, err := FromJSON([]byte(in))
+		if _, ok := Negative(err); ok {
+			t.Errorf("Negative(FromJSON(%s)) claims a negative value", in)
+		}
 	}
 }
 

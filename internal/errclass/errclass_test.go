@@ -36,6 +36,7 @@ var sentinels = map[string]struct {
 	"registry.ErrAmbiguous":      {registry.ErrAmbiguous, errclass.Ambiguous},
 	"registry.ErrLimit":          {registry.ErrLimit, errclass.Limit},
 	"registry.ErrWaitTimeout":    {registry.ErrWaitTimeout, errclass.WaitTimeout},
+	"registry.ErrUnreachable":    {registry.ErrUnreachable, errclass.Unavailable},
 	"registry.ErrRunning":        {registry.ErrRunning, errclass.Running},
 	"registry.ErrNotRunning":     {registry.ErrNotRunning, errclass.NotRunning},
 	"registry.ErrInvalidOptions": {registry.ErrInvalidOptions, errclass.Invalid},
