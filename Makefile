@@ -29,11 +29,16 @@ BENCHTIME ?= 1s
 export CORRAL_REQUIRE_DOCKER
 export CORRAL_REQUIRE_SSH
 
-.PHONY: generate test fmt-check vet staticcheck staticcheck-install shell-check test-image unit chaos cross build bench clean
+.PHONY: generate test tracked-files fmt-check vet staticcheck staticcheck-install shell-check test-image unit chaos cross build bench clean
 
-## test: everything CI checks, in order: format, vet, staticcheck, shell, tests, the fault suite, cross-builds
-test: fmt-check vet staticcheck shell-check test-image unit chaos cross
+## test: everything CI checks, in order: tracked files, format, vet, staticcheck, shell, tests, the fault suite, cross-builds
+test: tracked-files fmt-check vet staticcheck shell-check test-image unit chaos cross
 	@echo "make test: all checks passed"
+
+# No executable binary and nothing over 1 MB is tracked (named exceptions
+# in the script).
+tracked-files:
+	@bash scripts/check-tracked-files.sh
 
 fmt-check:
 	@files="$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*'))"; \
@@ -104,10 +109,16 @@ unit:
 chaos: test-image
 	$(GO) test -race -timeout $(CHAOS_TIMEOUT) -run '$(CHAOS_RUN)' $(GOTESTFLAGS) ./integration/
 
+# Every package compiles for darwin/arm64 and windows/amd64, and the
+# command links; the binaries go to bin/cross (ignored), never beside the
+# sources.
+CROSS_DIR := bin/cross
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
-	@echo "cross-builds: ok (darwin/arm64, windows/amd64)"
+	GOOS=darwin GOARCH=arm64 $(GO) build -o $(CROSS_DIR)/darwin-arm64/corral ./cmd/corral
+	GOOS=windows GOARCH=amd64 $(GO) build -o $(CROSS_DIR)/windows-amd64/corral.exe ./cmd/corral
+	@echo "cross-builds: ok (darwin/arm64, windows/amd64: $(CROSS_DIR))"
 
 ## generate: regenerate plugins/proto's gRPC code (protoc from Debian's
 ## protobuf-compiler; the Go generators are pinned as go.mod tools). The
