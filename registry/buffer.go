@@ -3,9 +3,11 @@ package registry
 import (
 	"sync"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/utf8cut"
 )
 
-// Buffer is a bounded output buffer: it keeps the first HeadSize bytes a
+// buffer is a bounded output buffer: it keeps the first HeadSize bytes a
 // process wrote and a rolling tail of the last Size-HeadSize bytes, with an
 // exact count of everything written and of the bytes dropped between head
 // and tail. Memory never exceeds Size plus a few bytes however much is
@@ -17,7 +19,7 @@ import (
 // cut may skip are counted as omitted, so offsets stay exact.
 //
 // Safe for concurrent use.
-type Buffer struct {
+type buffer struct {
 	mu         sync.Mutex
 	headCap    int
 	tailCap    int
@@ -27,10 +29,12 @@ type Buffer struct {
 	ring       []byte
 	w          int // oldest byte (and next write) once the ring is full
 	total      int64
+	// grown is notified after every write, for followers (Follow).
+	grown changeSignal
 }
 
-// Chunk is a read from a Buffer.
-type Chunk struct {
+// chunk is a read from a buffer.
+type chunk struct {
 	// Data holds the bytes from the requested offset on that the buffer
 	// still has. When Omitted > 0, that many bytes are missing at
 	// Data[OmittedAt] (0 when the offset itself fell out of the buffer,
@@ -43,9 +47,9 @@ type Chunk struct {
 	Next int64
 }
 
-// NewBuffer returns a buffer of at most size bytes keeping the first
+// newBuffer returns a buffer of at most size bytes keeping the first
 // headSize of them. headSize must be smaller than size.
-func NewBuffer(size, headSize int) *Buffer {
+func newBuffer(size, headSize int) *buffer {
 	if headSize >= size {
 		headSize = size / 2
 	}
@@ -53,23 +57,33 @@ func NewBuffer(size, headSize int) *Buffer {
 		headSize = 0
 	}
 	tail := size - headSize
-	return &Buffer{headCap: headSize, tailCap: tail, ringCap: tail + utf8.UTFMax - 1}
+	return &buffer{headCap: headSize, tailCap: tail, ringCap: tail + utf8.UTFMax - 1}
 }
 
-// Write appends p. It never fails.
-func (b *Buffer) Write(p []byte) (int, error) {
-	n := len(p)
+// Write appends p and wakes the followers. It never fails.
+func (b *buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.append(p)
+	b.mu.Unlock()
+	b.grown.notify()
+	return len(p), nil
+}
+
+// changed returns a channel closed at the next Write. Take it before
+// reading (ReadSince), then wait on it: no write is missed.
+func (b *buffer) changed() <-chan struct{} { return b.grown.next() }
+
+// append is Write's work, under b.mu.
+func (b *buffer) append(p []byte) {
 	if !b.headClosed {
 		room := b.headCap - len(b.head)
 		if len(p) < room {
 			b.head = append(b.head, p...)
-			b.total += int64(n)
-			return n, nil
+			b.total += int64(len(p))
+			return
 		}
 		b.head = append(b.head, p[:room]...)
-		back := incompleteSuffix(b.head)
+		back := utf8cut.IncompleteSuffix(b.head)
 		if back > room {
 			// The incomplete sequence started in an earlier write; it
 			// stays in the head rather than being split.
@@ -83,41 +97,9 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	}
 	b.total += int64(len(p))
 	b.ringWrite(p)
-	return n, nil
 }
 
-// incompleteSuffix returns the length of an incomplete UTF-8 sequence at
-// the end of p (a lead byte followed by fewer continuation bytes than it
-// announces), or 0.
-func incompleteSuffix(p []byte) int {
-	for k := 1; k <= utf8.UTFMax-1 && k <= len(p); k++ {
-		c := p[len(p)-k]
-		if c&0xc0 == 0x80 {
-			continue
-		}
-		if need := seqLen(c); need > k {
-			return k
-		}
-		return 0
-	}
-	return 0
-}
-
-// seqLen returns the length a UTF-8 sequence starting with lead byte c
-// announces, or 0 if c cannot start a multi-byte sequence.
-func seqLen(c byte) int {
-	switch {
-	case c >= 0xc2 && c <= 0xdf:
-		return 2
-	case c >= 0xe0 && c <= 0xef:
-		return 3
-	case c >= 0xf0 && c <= 0xf4:
-		return 4
-	}
-	return 0
-}
-
-func (b *Buffer) ringWrite(p []byte) {
+func (b *buffer) ringWrite(p []byte) {
 	if len(p) == 0 {
 		return
 	}
@@ -158,17 +140,17 @@ func (b *Buffer) ringWrite(p []byte) {
 }
 
 // Total returns the number of bytes written so far.
-func (b *Buffer) Total() int64 {
+func (b *buffer) Total() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.total
 }
 
 // ringStart is the stream offset of the oldest byte in the ring.
-func (b *Buffer) ringStart() int64 { return b.total - int64(len(b.ring)) }
+func (b *buffer) ringStart() int64 { return b.total - int64(len(b.ring)) }
 
 // byteAt returns the byte at stream offset off, which must be held.
-func (b *Buffer) byteAt(off int64) byte {
+func (b *buffer) byteAt(off int64) byte {
 	if off < int64(len(b.head)) {
 		return b.head[off]
 	}
@@ -179,8 +161,8 @@ func (b *Buffer) byteAt(off int64) byte {
 	return b.ring[i]
 }
 
-// appendRange appends the held bytes [from, to) of the ring to dst.
-func (b *Buffer) appendRing(dst []byte, from, to int64) []byte {
+// appendRing appends the held bytes [from, to) of the ring to dst.
+func (b *buffer) appendRing(dst []byte, from, to int64) []byte {
 	if from >= to {
 		return dst
 	}
@@ -201,41 +183,32 @@ func (b *Buffer) appendRing(dst []byte, from, to int64) []byte {
 // tailStart returns the stream offset of the first tail byte a reader is
 // given: the last tailCap bytes, moved past the remainder of a UTF-8
 // sequence whose start was dropped.
-func (b *Buffer) tailStart() int64 {
+func (b *buffer) tailStart() int64 {
 	headLen := int64(len(b.head))
 	start := max(headLen, b.total-int64(b.tailCap))
-	if start == headLen || start >= b.total || b.byteAt(start)&0xc0 != 0x80 {
+	if start == headLen || start >= b.total {
 		return start
 	}
-	lowest := max(headLen, b.ringStart())
-	for k := int64(1); k < utf8.UTFMax && start-k >= lowest; k++ {
-		c := b.byteAt(start - k)
-		if c&0xc0 == 0x80 {
-			continue
-		}
-		need := int64(seqLen(c))
-		if need <= k || start-k+need > b.total {
-			return start
-		}
-		var seq [utf8.UTFMax]byte
-		for i := int64(0); i < need; i++ {
-			seq[i] = b.byteAt(start - k + i)
-		}
-		if r, size := utf8.DecodeRune(seq[:need]); r == utf8.RuneError && size <= 1 {
-			return start // not UTF-8: stay byte-exact
-		}
-		return start - k + need
+	// The bytes around the cut that the ring holds: ringCap leaves room
+	// for the look behind it.
+	from := max(headLen, b.ringStart(), start-(utf8.UTFMax-1))
+	to := min(b.total, start+utf8.UTFMax-1)
+	var around [2*utf8.UTFMax - 2]byte
+	n := 0
+	for off := from; off < to; off++ {
+		around[n] = b.byteAt(off)
+		n++
 	}
-	return start
+	return from + int64(utf8cut.Start(around[:n], int(start-from)))
 }
 
 // ReadSince returns what the buffer holds from stream offset off on.
 // Offsets before 0 read from 0; offsets past the end return no data.
-func (b *Buffer) ReadSince(off int64) Chunk {
+func (b *buffer) ReadSince(off int64) chunk {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	off = max(off, 0)
-	c := Chunk{Next: b.total}
+	c := chunk{Next: b.total}
 	if off >= b.total {
 		return c
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // check verifies a read from offset since against the full stream.
-func checkChunk(t *testing.T, b *Buffer, stream []byte, since int64, size, headSize int, text bool) {
+func checkChunk(t *testing.T, b *buffer, stream []byte, since int64, size, headSize int, text bool) {
 	t.Helper()
 	c := b.ReadSince(since)
 	if c.Next != int64(len(stream)) {
@@ -70,7 +70,7 @@ func TestBufferRandomWrites(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			size := 8 + r.IntN(200)
 			headSize := r.IntN(size)
-			b := NewBuffer(size, headSize)
+			b := newBuffer(size, headSize)
 			var stream []byte
 			for range 1 + r.IntN(40) {
 				var p []byte
@@ -99,7 +99,7 @@ func TestBufferRandomWrites(t *testing.T) {
 }
 
 func TestBufferHeadAndTail(t *testing.T) {
-	b := NewBuffer(10, 4)
+	b := newBuffer(10, 4)
 	b.Write([]byte("0123456789abcdefghij")) // 20 bytes: head 0123, tail abcdefghij? no: tail is 6 bytes
 	c := b.ReadSince(0)
 	if string(c.Data) != "0123efghij" || c.Omitted != 10 || c.OmittedAt != 4 || c.Next != 20 {
@@ -118,7 +118,7 @@ func TestBufferHeadAndTail(t *testing.T) {
 // The head never ends inside a multi-byte character, even when the
 // character arrives split across writes.
 func TestBufferHeadUTF8Boundary(t *testing.T) {
-	b := NewBuffer(16, 4)
+	b := newBuffer(16, 4)
 	b.Write([]byte("abc"))
 	b.Write([]byte("\xe2")) // first byte of ✓ (e2 9c 93) fills the head
 	b.Write([]byte("\x9c\x93"))
@@ -140,7 +140,7 @@ func TestBufferHeadUTF8Boundary(t *testing.T) {
 // Binary data is returned byte-exact even where it looks like a broken
 // UTF-8 sequence.
 func TestBufferBinaryTailStaysExact(t *testing.T) {
-	b := NewBuffer(8, 2)
+	b := newBuffer(8, 2)
 	stream := []byte{0, 1, 2, 3, 4, 5, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85}
 	b.Write(stream)
 	c := b.ReadSince(0)
@@ -152,7 +152,7 @@ func TestBufferBinaryTailStaysExact(t *testing.T) {
 
 // Memory stays bounded however much is written.
 func TestBufferBounded(t *testing.T) {
-	b := NewBuffer(1<<10, 1<<8)
+	b := newBuffer(1<<10, 1<<8)
 	chunk := bytes.Repeat([]byte("x"), 333)
 	for range 10000 {
 		b.Write(chunk)
@@ -166,8 +166,48 @@ func TestBufferBounded(t *testing.T) {
 }
 
 func TestBufferIdleIsSmall(t *testing.T) {
-	b := NewBuffer(DefaultBufferSize, DefaultHeadSize)
+	b := newBuffer(DefaultBufferSize, DefaultHeadSize)
 	if cap(b.head) != 0 || cap(b.ring) != 0 {
 		t.Fatal("an empty buffer allocated its storage up front")
+	}
+}
+
+// A write wakes whoever took changed before it, once; a channel taken
+// after it waits for the next write.
+func TestBufferChangedAtWrite(t *testing.T) {
+	b := newBuffer(16, 4)
+	ch := b.changed()
+	if isClosed(ch) {
+		t.Fatal("changed is closed before any write")
+	}
+	b.Write([]byte("x"))
+	if !isClosed(ch) {
+		t.Fatal("a write did not close the channel taken before it")
+	}
+	next := b.changed()
+	if isClosed(next) {
+		t.Fatal("a channel taken after the write is closed before the next one")
+	}
+	b.Write([]byte("y"))
+	if !isClosed(next) {
+		t.Fatal("the second write did not close the channel taken before it")
+	}
+}
+
+// The head is cut before the start of a character whose rest did not fit,
+// not before bytes that can begin no character (e0 80): those stay where
+// they are, byte-exact.
+func TestBufferHeadKeepsBytesThatAreNoCharacter(t *testing.T) {
+	b := newBuffer(16, 4)
+	b.Write([]byte("ab\xe0\x80cdefghijklmnopqrstuvwxyz"))
+	c := b.ReadSince(0)
+	if string(c.Data[:c.OmittedAt]) != "ab\xe0\x80" {
+		t.Fatalf("head = %q, want %q", c.Data[:c.OmittedAt], "ab\xe0\x80")
+	}
+	b = newBuffer(16, 4)
+	b.Write([]byte("ab" + "€" + "cdefghijklmnopqrstuvwxyz"))
+	c = b.ReadSince(0)
+	if string(c.Data[:c.OmittedAt]) != "ab" {
+		t.Fatalf("head = %q, want %q", c.Data[:c.OmittedAt], "ab")
 	}
 }

@@ -2,10 +2,12 @@ package registry
 
 import "sync"
 
-// changeSignal wakes everyone waiting for the next change of the tracked
-// processes: a channel closed at each change and replaced. Unlike events it
-// carries nothing and never drops: a waiter that was busy sees the channel
-// closed and looks at the current state.
+// changeSignal wakes everyone waiting for the next change of something: a
+// channel closed at each change and replaced. Unlike events it carries
+// nothing and never drops: a waiter that was busy sees the channel closed
+// and looks at the current state. The registry has one for the state of
+// the tracked processes (Changed); each output buffer has one for its
+// bytes (Follow).
 type changeSignal struct {
 	mu sync.Mutex
 	ch chan struct{}

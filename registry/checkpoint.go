@@ -134,7 +134,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		Status: in.Status, OutputBytes: in.OutputBytes, Reason: in.Reason, Session: in.Session,
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
-		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: in.TTL, IdleTimeout: in.IdleTimeout,
+		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: p.opts.TTL, IdleTimeout: p.opts.IdleTimeout,
 		Key: p.opts.Key,
 	}
 	if in.State.Final() {
@@ -296,10 +296,7 @@ func (r *Registry) snapshot() []byte {
 	r.mu.Unlock()
 	f := checkpointFile{Version: checkpointVersion, SavedAt: time.Now().UTC(), Processes: make([]checkpointRecord, 0, len(procs))}
 	for _, p := range procs {
-		p.mu.Lock()
-		rec := p.recordLocked()
-		p.mu.Unlock()
-		f.Processes = append(f.Processes, rec)
+		f.Processes = append(f.Processes, p.record())
 	}
 	slices.SortFunc(f.Processes, func(a, b checkpointRecord) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {

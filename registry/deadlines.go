@@ -34,9 +34,7 @@ func (p *proc) armDeadlines() {
 }
 
 func (p *proc) watchDeadlines(ctx context.Context) {
-	p.mu.Lock()
-	expires := p.expiresAtLocked()
-	p.mu.Unlock()
+	expires := p.expiresAt()
 	idle := p.opts.IdleTimeout
 	for {
 		now := time.Now()

@@ -509,7 +509,7 @@ func TestTTLExpires(t *testing.T) {
 		defer sub.Close()
 		in, fp := f.start(StartOptions{Name: "web", TTL: 2 * time.Hour, Ready: &ReadyOptions{Pattern: "up"}})
 		fp.WriteOutput("up\n")
-		assert.Equal(t, 2*time.Hour, in.TTL)
+		assert.Equal(t, 2*time.Hour, in.TTL.D())
 		assert.Equal(t, in.StartedAt.Add(2*time.Hour), in.ExpiresAt)
 
 		time.Sleep(time.Hour)
@@ -543,21 +543,25 @@ func TestBackgroundIdleTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newDevFixture(t, nil, nil)
 		in, fp := f.start(StartOptions{IdleTimeout: 10 * time.Minute})
-		assert.Equal(t, 10*time.Minute, in.IdleTimeout)
+		assert.Equal(t, 10*time.Minute, in.IdleTimeout.D())
+		assert.Equal(t, time.Now().Add(10*time.Minute), in.IdleExpiresAt, "counted from the start")
 		time.Sleep(5 * time.Minute)
 		fp.WriteOutput("still here\n")
 		synctest.Wait()
+		wrote := time.Now()
 		time.Sleep(9 * time.Minute)
 		synctest.Wait()
 		got, err := f.r.Get(t.Context(), in.ID)
 		require.NoError(t, err)
 		require.Equal(t, StateRunning, got.State, "output reset the idle clock")
+		assert.Equal(t, wrote.Add(10*time.Minute), got.IdleExpiresAt, "moved by the write")
 
 		got, err = f.r.Wait(t.Context(), in.ID, 0)
 		require.NoError(t, err)
 		assert.Equal(t, StateTimedOut, got.State)
 		assert.Equal(t, TimedOutIdle, got.TimedOut)
 		assert.False(t, got.EndedAt.Before(got.StartedAt.Add(15*time.Minute)))
+		assert.Zero(t, got.IdleExpiresAt, "nothing left to time out")
 	})
 }
 
@@ -621,9 +625,9 @@ func TestDevServerSurvivesRestart(t *testing.T) {
 	assert.Equal(t, web.ID, got.ID)
 	assert.Equal(t, StateRunning, got.State)
 	assert.True(t, got.ReadyAt.Equal(web.ReadyAt), "ready stays ready: %v, was %v", got.ReadyAt, web.ReadyAt)
-	assert.Equal(t, time.Hour, got.TTL)
+	assert.Equal(t, time.Hour, got.TTL.D())
 	assert.True(t, got.ExpiresAt.Equal(web.ExpiresAt))
-	assert.Equal(t, time.Hour, got.IdleTimeout)
+	assert.Equal(t, time.Hour, got.IdleTimeout.D())
 	assert.Equal(t, &ReadyOptions{Port: 5173}, got.Ready)
 
 	again, err := r2.Start(t.Context(), StartOptions{Name: "web", Command: "vite", Env: []string{"A=1"}})

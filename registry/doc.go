@@ -18,7 +18,9 @@
 //	registry.go    Registry, New, Close, the janitor
 //	envs.go        one Environment per backend target, opened once (again when its sandbox is gone)
 //	store.go       the process map: lookup by ID or prefix, limits, pruning, List, Remove
-//	proc.go        supervision of one process: start, output copy, finish
+//	proc.go        one process: its state in five parts; output copy, finish
+//	start.go       Start, and the start Run shares: recorded before it runs
+//	lifecycle.go   the state machine: the allowed transitions, and the methods that make them
 //	tree.go        following what the leader left running
 //	wait.go        Poll, Wait, WaitTree
 //	kill.go        the kill protocol (Kill, KillAll, Run's timeouts)
@@ -32,10 +34,12 @@
 //	session.go     sessions: a front end's lease on the processes it starts
 //	health.go      each backend's condition (ok, paused, unreachable, gone)
 //	ports.go       Ports, and ListOptions.Ports (one look per backend)
-//	buffer.go      the bounded head+tail output Buffer
+//	stats.go       what each tree costs: one batched sample per backend and round, Stats
+//	buffer.go      the bounded head+tail output buffer
 //	checkpoint.go  the state file: its record type and the coalescing writer
 //	recover.go     Recover, StartRecover: re-attach or settle what the state
-//	               file lists; the lazy read-back of a finished process's output
+//	               file lists
+//	lazyoutput.go  the lazy read-back of the output of a process restored finished
 //	sweep.go       recovery's end of the starts a dead registry never confirmed
 //	types.go       the public value types (Info, options, results)
 //	errors.go      the sentinel errors callers branch on
@@ -81,6 +85,8 @@
 //	starting → failed
 //	recovering → running | exited | killed | timed_out | lost | failed   (after a restart)
 //
+// lifecycle.go holds this table and the only methods that move a process
+// along it; a move it does not allow is a bug, logged and refused.
 // CreatedAt, StartedAt and EndedAt timestamp the transitions. A process
 // that a Kill, a KillAll, a Run timeout or the cancellation of Run's
 // context signalled is reported killed (or timed_out) whatever status it
@@ -101,9 +107,9 @@
 // # Output
 //
 // One goroutine per process copies the environment's output stream into
-// the process's Buffer, Run's live writer and the watcher; the final state
+// the process's buffer, Run's live writer and the watcher; the final state
 // is recorded only after the stream ended, so a finished process's output
-// is complete. A Buffer holds at most Config.BufferSize bytes: the first
+// is complete. A buffer holds at most Config.BufferSize bytes: the first
 // HeadSize bytes and a rolling tail, with a monotonic total and an exact
 // count of the bytes omitted between them. No cut splits a UTF-8 sequence
 // (binary data stays byte-exact; the at most 3 bytes a cut may skip are
@@ -164,7 +170,7 @@
 // return an error). KillResult.Escalated means SIGKILL reached some
 // process of the tree, also when the leader itself died of the first
 // signal; Ended counts the processes the kill ended (the tree is counted
-// through Survivors before the signal). With NoEscalate no SIGKILL is
+// through Survivors before the signal). With Escalate false no SIGKILL is
 // sent: the result says whether the tree ended within the grace. Kills of
 // one process are serialised: the first does the work, later ones report
 // AlreadyExited with the state and status it left — so two concurrent

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/env"
@@ -35,6 +36,12 @@ type envSlot struct {
 	err      error
 	openedAt time.Time // set before ready is closed
 	health   *backendHealth
+	// treeCalls bounds the calls on process trees (signals, looks at a
+	// tree) in flight on this backend (see treeCallTurn).
+	treeCalls chan struct{}
+	// statsUnsupported: the environment offered env.TreeStatter but what
+	// it wraps cannot measure (its TreeStats said env.ErrUnsupported).
+	statsUnsupported atomic.Bool
 }
 
 // GoneInfo says when and why the sandbox of a target vanished.
@@ -119,7 +126,7 @@ func (r *Registry) environment(ctx context.Context, target string) (env.Environm
 	}
 	slot, ok := r.envs[target]
 	if !ok {
-		slot = &envSlot{ready: make(chan struct{}), health: newBackendHealth()}
+		slot = &envSlot{ready: make(chan struct{}), health: newBackendHealth(), treeCalls: make(chan struct{}, treeCallsPerBackend)}
 		r.envs[target] = slot
 		r.mu.Unlock()
 		e, err := r.cfg.Open(ctx, target)

@@ -366,7 +366,7 @@ const tailWindow = 8 * MaxEventTail
 // Tail: ANSI-stripped, valid UTF-8, at most max bytes, without the final
 // newline. The cut lands after a newline; only when the last line alone is
 // longer than max does it land inside that line, on a character boundary.
-func outputTail(b *Buffer, max int) string {
+func outputTail(b *buffer, max int) string {
 	c := b.ReadSince(b.Total() - tailWindow)
 	data := c.Data
 	partial := c.Next > int64(len(data)) // the window starts inside the stream

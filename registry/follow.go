@@ -1,22 +1,25 @@
 package registry
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
-// Follow polls id's output from byte offset since and hands fn every
+// Follow reads id's output from byte offset since and hands fn every
 // snapshot that brought output (or a gap: OmittedBytes), until the process
 // ends — then the last snapshot, with its final Info, is returned after fn
-// saw all of the output — or ctx is done, or fn returns false. The
-// registry has no output notification, so Follow polls adaptively: every
-// 10 ms while output flows, backing off to 250 ms while it is quiet.
+// saw all of the output — or ctx is done, or fn returns false.
+//
+// It waits for the buffer to grow or the process to end, so a byte reaches
+// fn as soon as the registry has it, and a quiet process costs its
+// follower nothing.
 func (r *Registry) Follow(ctx context.Context, id string, since int64, fn func(PollResult) bool) (PollResult, error) {
-	interval := 10 * time.Millisecond
-	t := time.NewTimer(0)
-	defer t.Stop()
+	p, err := r.lookup(id)
+	if err != nil {
+		return PollResult{}, err
+	}
 	for {
-		pr, err := r.Poll(ctx, id, since)
+		// Taken before the read: whatever arrives after the read closes
+		// it, so nothing written is left waiting.
+		grown := p.buf.changed()
+		pr, err := r.Poll(ctx, p.id, since)
 		if err != nil {
 			return pr, err
 		}
@@ -24,20 +27,21 @@ func (r *Registry) Follow(ctx context.Context, id string, since int64, fn func(P
 			if !fn(pr) {
 				return pr, nil
 			}
-			interval = 10 * time.Millisecond
-		} else {
-			interval = min(2*interval, 250*time.Millisecond)
 		}
 		since = pr.Next
 		if pr.State.Final() {
 			// Poll reads the state before the output: this was all of it.
 			return pr, nil
 		}
-		t.Reset(interval)
 		select {
 		case <-ctx.Done():
 			return pr, ctx.Err()
-		case <-t.C:
+		case <-grown:
+		case <-p.done:
+			// The final state is recorded once all of the output is in
+			// the buffer: the next Poll reads the rest and returns.
+		case <-r.ctx.Done():
+			// Closing: the next Poll says so.
 		}
 	}
 }

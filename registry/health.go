@@ -55,6 +55,9 @@ type backendHealth struct {
 	checked  time.Time // the last probe's end; zero before the first
 	observed bool      // h was set by an observation, not a probe
 	kick     chan struct{}
+	// probed wakes whoever waits for the next probe's finding
+	// (freshCondition).
+	probed changeSignal
 	// sick is closed when a probe finds the backend paused or
 	// unreachable, and replaced when one finds it ok again: a call under
 	// way gives up then (callCtx).
@@ -112,6 +115,9 @@ func (b *backendHealth) set(h env.Health, observed bool) (env.Condition, bool) {
 		b.since = time.Now()
 	}
 	b.h, b.observed = h, observed
+	if !observed {
+		b.probed.notify()
+	}
 	return old, old != h.Condition
 }
 
@@ -160,6 +166,7 @@ func (r *Registry) condition(target string) (env.Health, bool) {
 func (r *Registry) watchHealth(target string, slot *envSlot) {
 	hc, _ := slot.env.(env.HealthChecker)
 	r.goTracked(func() { r.probeLoop(target, slot, hc) })
+	r.watchStats(target, slot)
 }
 
 func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker) {
@@ -204,6 +211,35 @@ func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker)
 		}
 		t.Reset(every)
 	}
+}
+
+// freshCondition is condition for a decision that refuses work: a probe's
+// finding that the backend does not answer, older than healthFresh, is
+// checked again first (one check, bounded by env.HealthTimeout and ctx),
+// so that a backend that has just come back (a container unpaused a
+// moment ago) is not refused on a finding the prober would only renew
+// within healthEveryBad.
+func (r *Registry) freshCondition(ctx context.Context, target string) (env.Health, bool) {
+	slot := r.slotOf(target)
+	if slot == nil {
+		return env.Health{Condition: env.ConditionOK}, true
+	}
+	h, _, observed := slot.health.get()
+	if observed || h.Condition == env.ConditionOK || time.Since(slot.health.lastChecked()) <= healthFresh {
+		return h, !observed
+	}
+	next := slot.health.probed.next()
+	slot.health.poke()
+	t := time.NewTimer(env.HealthTimeout + healthFresh)
+	defer t.Stop()
+	select {
+	case <-next:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-r.stop:
+	}
+	h, _, observed = slot.health.get()
+	return h, !observed
 }
 
 // healthFresh is the age beyond which a check is asked for at once by a

@@ -31,9 +31,12 @@ import (
 type sickEnv struct {
 	*envtest.Fake
 
-	mu        sync.Mutex
-	health    env.Health
-	frozen    chan struct{} // non-nil while frozen; closed by thaw
+	mu     sync.Mutex
+	health env.Health
+	frozen chan struct{} // non-nil while frozen; closed by thaw
+	// held: non-nil while health checks wait (holdHealth); a check
+	// answers once it is closed.
+	held      chan struct{}
 	treeCalls int
 	ports     map[int][]env.Listener // by PID
 }
@@ -58,7 +61,7 @@ func (s *sickEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if err != nil {
 		return nil, err
 	}
-	return &sickProc{Process: p, s: s}, nil
+	return &gatedProc{Process: p, gate: s.block}, nil
 }
 
 func (s *sickEnv) Attach(ctx context.Context, ref env.Ref) (env.Process, error) {
@@ -66,7 +69,7 @@ func (s *sickEnv) Attach(ctx context.Context, ref env.Ref) (env.Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &sickProc{Process: p, s: s}, nil
+	return &gatedProc{Process: p, gate: s.block}, nil
 }
 
 // Close leaves the Fake open, as the daemon leaves a sandbox for the next
@@ -115,8 +118,33 @@ func (s *sickEnv) block(ctx context.Context) error {
 
 func (s *sickEnv) Health(ctx context.Context) env.Health {
 	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-ctx.Done():
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.health
+}
+
+// holdHealth makes health checks wait until the returned release is
+// called, so that a test sees what an observation marked before a check
+// kicked by it answers.
+func (s *sickEnv) holdHealth() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.held = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.held = nil
+		s.mu.Unlock()
+		close(ch)
+	}
 }
 
 func (s *sickEnv) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.Listener, error) {
@@ -145,22 +173,23 @@ func (s *sickEnv) listen(pid, port int) {
 	s.ports[pid] = append(s.ports[pid], env.Listener{Port: port, Addr: "127.0.0.1", PID: pid})
 }
 
-// sickProc is a process of a sickEnv: its signals and looks at the tree
-// block while the backend is frozen.
-type sickProc struct {
+// gatedProc is a process whose signals and looks at the tree first pass
+// its gate: a sickEnv's blocks while the backend is frozen, a
+// crowdedEnv's takes as long as the crowd makes a call take.
+type gatedProc struct {
 	env.Process
-	s *sickEnv
+	gate func(context.Context) error
 }
 
-func (p *sickProc) Signal(ctx context.Context, sig env.Signal) error {
-	if err := p.s.block(ctx); err != nil {
+func (p *gatedProc) Signal(ctx context.Context, sig env.Signal) error {
+	if err := p.gate(ctx); err != nil {
 		return err
 	}
 	return p.Process.Signal(ctx, sig)
 }
 
-func (p *sickProc) Survivors(ctx context.Context) ([]int, error) {
-	if err := p.s.block(ctx); err != nil {
+func (p *gatedProc) Survivors(ctx context.Context) ([]int, error) {
+	if err := p.gate(ctx); err != nil {
 		return nil, err
 	}
 	return p.Process.Survivors(ctx)
@@ -344,6 +373,30 @@ func TestKillOnAPausedBackendIsPending(t *testing.T) {
 	})
 }
 
+// TestKillJustAfterResumeRuns: a backend that answers again (a container
+// unpaused) a moment after a health check found it paused is not refused
+// on that finding: a kill asks for a new check first, and kills.
+func TestKillJustAfterResumeRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newSickFixture(t, newSickEnv(), "")
+		in := f.start(t, "sick")
+		fp := f.sick.Last()
+		f.sick.freeze(env.Health{Condition: env.ConditionPaused, Detail: "container c is paused: docker unpause c"})
+		settle(healthEvery)
+		h, probed := f.r.condition("sick")
+		require.Equal(t, env.ConditionPaused, h.Condition)
+		require.True(t, probed)
+		settle(healthFresh + time.Millisecond)
+		f.sick.thaw()
+		// The prober's next round is up to healthEveryBad away.
+		res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: time.Second})
+		require.NoError(t, err)
+		assert.False(t, res.Unreachable)
+		assert.Equal(t, StateKilled, res.State)
+		assert.Equal(t, []env.Signal{env.SIGTERM}, fp.Signals())
+	})
+}
+
 // nextOfType returns the next event of type typ, skipping others.
 func nextOfType(t *testing.T, sub *Subscription, typ EventType) Event {
 	t.Helper()
@@ -518,11 +571,17 @@ func TestObservedOverrunShownNotDecisive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newSickFixture(t, newSickEnv(), "")
 		in := f.start(t, "sick")
+		// The start's own health check runs on its own goroutine; let it
+		// finish first, and hold the check the observation kicks, or its
+		// OK could land before the mark is looked at.
+		settle(time.Millisecond)
+		release := f.sick.holdHealth()
 		f.r.observe("sick", fmt.Errorf("a look: %w", context.DeadlineExceeded), "a port look-up")
 		h, probed := f.r.condition("sick")
 		assert.Equal(t, env.ConditionUnreachable, h.Condition)
 		assert.False(t, probed)
 		assert.True(t, strings.HasPrefix(h.Detail, "a port look-up did not answer"), h.Detail)
+		release()
 		res, err := f.r.Kill(ctxT(t), in.ID, KillOptions{Grace: time.Second})
 		require.NoError(t, err)
 		assert.Equal(t, StateKilled, res.State)

@@ -12,7 +12,7 @@ import (
 
 // The kill protocol, one policy read top to bottom in proc.kill: the first
 // signal (TERM by default) to the whole tree, the grace period, SIGKILL to
-// whatever survived it (unless NoEscalate), then verification through
+// whatever survived it (unless Escalate is false), then verification through
 // Process.Survivors. Kill, KillAll and Run's timeouts all go through it.
 //
 // Every backend call of a kill has a deadline (killCallTimeout), and the
@@ -47,7 +47,7 @@ const (
 // Force), then SIGKILL to whatever of the tree is still alive after the
 // grace period (default Config.DefaultGrace), then verification through
 // Process.Survivors. The process's final state is killed, whatever status
-// it reports. With NoEscalate there is no SIGKILL: Kill waits up to the
+// it reports. With Escalate false there is no SIGKILL: Kill waits up to the
 // grace and reports whether the tree ended (KillResult.StillRunning).
 //
 // Kills of one process are serialised. A Kill that finds the leader
@@ -63,17 +63,11 @@ func (r *Registry) Kill(ctx context.Context, id string, opts KillOptions) (KillR
 	if err != nil {
 		return KillResult{}, err
 	}
-	sig, grace, err := r.killParams(opts.Signal, opts.Grace)
+	plan, err := r.planKill(opts)
 	if err != nil {
 		return KillResult{}, err
 	}
-	if opts.Force {
-		if opts.NoEscalate {
-			return KillResult{}, fmt.Errorf("%w: force and no-escalate contradict each other: force sends SIGKILL at once", ErrInvalidOptions)
-		}
-		sig = env.SIGKILL
-	}
-	return p.kill(ctx, killPlan{sig: sig, grace: grace, escalate: !opts.NoEscalate, reason: StateKilled})
+	return p.kill(ctx, plan)
 }
 
 func (r *Registry) killParams(sig env.Signal, grace time.Duration) (env.Signal, time.Duration, error) {
@@ -178,7 +172,7 @@ func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 
 	// A backend that a health check found not answering is not waited
 	// for: nothing could be sent.
-	if hl, probed := p.r.condition(p.backend); probed && (hl.Condition == env.ConditionPaused || hl.Condition == env.ConditionUnreachable) {
+	if hl, probed := p.r.freshCondition(ctx, p.backend); probed && (hl.Condition == env.ConditionPaused || hl.Condition == env.ConditionUnreachable) {
 		return p.leavePending(res, plan, false, fmt.Sprintf("%s is %s: %s", p.backend, hl.Condition, hl.Detail))
 	}
 	if !leaderDone {
@@ -291,12 +285,57 @@ func (p *proc) endSignalling(leaderDone, delivered bool, plan killPlan) {
 	}
 }
 
+// treeCallsPerBackend bounds the calls on process trees (a kill's
+// signals and looks at the tree, the looks that follow a tree after its
+// leader's exit) in flight on one backend. The others queue, a kill's
+// within the kill's bound (its grace plus killBound), and a call's own
+// deadline (killCallTimeout) starts with its turn. Unbounded, a kill
+// --all of a score of processes in a container on a loaded machine, or
+// their pending kills resumed together once it answered again, shared
+// the sandbox and the engine so evenly that every call overran its
+// deadline at the same moment, round after round, and no kill ever
+// finished; bounded, the calls in flight finish and the queue moves. Four
+// is the nohup engine's resident shells.
+const treeCallsPerBackend = 4
+
+// treeCallTurn waits, within ctx, for a call's turn on target's trees;
+// the caller calls release when the call is done. Without an opened
+// environment there is nothing to bound.
+func (r *Registry) treeCallTurn(ctx context.Context, target string) (release func(), err error) {
+	slot := r.slotOf(target)
+	if slot == nil {
+		return func() {}, nil
+	}
+	select {
+	case slot.treeCalls <- struct{}{}:
+		return func() { <-slot.treeCalls }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%d other calls on %s's process trees were still under way: %w", treeCallsPerBackend, target, ctx.Err())
+	}
+}
+
+// treeLook is Survivors in its turn (treeCallTurn), for the looks that
+// are not a kill's.
+func (p *proc) treeLook(ctx context.Context, h env.Process) ([]int, error) {
+	release, err := p.r.treeCallTurn(ctx, p.backend)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return h.Survivors(ctx)
+}
+
 // signal sends sig with a deadline, and tells the backend's health what
 // it saw.
 func (p *proc) signal(ctx context.Context, h env.Process, sig env.Signal) error {
+	release, err := p.r.treeCallTurn(ctx, p.backend)
+	if err != nil {
+		return err // the backend was not asked: nothing to observe
+	}
+	defer release()
 	cctx, wrap, cancel := p.r.callCtx(ctx, p.backend, killCallTimeout)
 	defer cancel()
-	err := wrap(h.Signal(cctx, sig))
+	err = wrap(h.Signal(cctx, sig))
 	p.r.observe(p.backend, answered(err), "a signal")
 	return err
 }
@@ -304,6 +343,11 @@ func (p *proc) signal(ctx context.Context, h env.Process, sig env.Signal) error 
 // survivors asks for the tree with a deadline, and tells the backend's
 // health what it saw.
 func (p *proc) survivors(ctx context.Context, h env.Process) ([]int, error) {
+	release, err := p.r.treeCallTurn(ctx, p.backend)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	cctx, wrap, cancel := p.r.callCtx(ctx, p.backend, killCallTimeout)
 	defer cancel()
 	s, err := h.Survivors(cctx)
@@ -570,7 +614,7 @@ func waitExit(ctx context.Context, h env.Process, d time.Duration) bool {
 // opts.Labels (every running process when Labels is empty). Results are
 // sorted by ID; errors of individual kills are joined.
 func (r *Registry) KillAll(ctx context.Context, opts KillAllOptions) ([]KillResult, error) {
-	sig, grace, err := r.killParams(opts.Signal, opts.Grace)
+	plan, err := r.planKill(opts.killOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +628,7 @@ func (r *Registry) KillAll(ctx context.Context, opts KillAllOptions) ([]KillResu
 	for i, p := range targets {
 		finished[i] = p.endedAt.Load() != 0
 		wg.Go(func() {
-			results[i], errs[i] = p.kill(ctx, killPlan{sig: sig, grace: grace, escalate: !opts.NoEscalate, reason: StateKilled})
+			results[i], errs[i] = p.kill(ctx, plan)
 			results[i].ID = p.id
 		})
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 )
 
 // newLocal returns a registry on the real local environment. Every process
@@ -57,7 +57,7 @@ func newLocal(t *testing.T, mod func(*Config)) *Registry {
 }
 
 // The process table is searched for exactly the processes a test started:
-// a sleep with a duration unique to it (internal/proctest).
+// a sleep with a duration unique to it (internal/testing/proctest).
 var (
 	marker   = proctest.Marker
 	pidsWith = proctest.PIDsWith

@@ -264,7 +264,7 @@ func TestOutputTail(t *testing.T) {
 		{"invalid UTF-8 replaced", "a\xffb\n", "a\uFFFDb"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := NewBuffer(1<<20, 1<<10)
+			b := newBuffer(1<<20, 1<<10)
 			b.Write([]byte(tc.out))
 			got := outputTail(b, MaxEventTail)
 			assert.Equal(t, tc.want, got)
@@ -274,18 +274,18 @@ func TestOutputTail(t *testing.T) {
 	}
 	t.Run("window starts inside a line", func(t *testing.T) {
 		// More output than the window: the partial first line is dropped.
-		b := NewBuffer(1<<20, 1<<10)
+		b := newBuffer(1<<20, 1<<10)
 		b.Write([]byte(strings.Repeat("z", tailWindow) + "\nlast\n"))
 		assert.Equal(t, "last", outputTail(b, MaxEventTail))
 	})
 	t.Run("buffer gap", func(t *testing.T) {
 		// A small buffer whose held tail is shorter than the window.
-		b := NewBuffer(64, 16)
+		b := newBuffer(64, 16)
 		b.Write([]byte(strings.Repeat("h", 16) + strings.Repeat("g", 100) + "\nend one\nend two\n"))
 		assert.Equal(t, "end one\nend two", outputTail(b, MaxEventTail))
 	})
 	t.Run("odd-length long line", func(t *testing.T) {
-		b := NewBuffer(1<<20, 1<<10)
+		b := newBuffer(1<<20, 1<<10)
 		// The cut would land on the second byte of a character.
 		b.Write([]byte("x" + long + "y"))
 		got := outputTail(b, MaxEventTail)

@@ -133,9 +133,7 @@ func (r *Registry) treeListeners(ctx context.Context, e env.Environment, procs [
 			known[i] = true
 			continue
 		}
-		p.mu.Lock()
-		handles[i] = p.handle
-		p.mu.Unlock()
+		handles[i] = p.currentHandle()
 		if handles[i] != nil {
 			idx = append(idx, i)
 		}

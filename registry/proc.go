@@ -1,14 +1,10 @@
 package registry
 
 import (
-	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,11 +12,16 @@ import (
 	"github.com/corralhq/corral/env"
 )
 
-// Supervision: a proc is one tracked process. Start registers it and starts
-// it on its environment; monitor copies its output into the buffer, feeds
-// the watch patterns and records its end (finish).
+// Supervision: a proc is one tracked process. Start (start.go) registers
+// it and starts it on its environment; monitor copies its output into the
+// buffer, feeds the watch patterns and records its end (finish).
 
-// proc is one tracked process.
+// proc is one tracked process: who it is, and its state in five parts,
+// each a small type below that says what guards it. One mutex, mu, guards
+// the plain fields of every part: they change together (at the end, the
+// kill part decides the lifecycle's final state), and one lock cannot be
+// taken in the wrong order. The state moves only through the transitions
+// of lifecycle.go.
 type proc struct {
 	r         *Registry
 	id        string
@@ -28,71 +29,191 @@ type proc struct {
 	opts      StartOptions // Labels cloned; never mutated
 	createdAt time.Time
 	admitted  uint64 // order of admission, set under r.mu: orders equal createdAt
-	buf       *Buffer
-	watch     *watcher // nil without patterns; used by the copier only
-	// lazy is set for a process restored in a final state: its output is
-	// still in the sandbox, read into buf on first need (loadOutput).
-	lazy *lazyOutput
-	// ready holds the readiness conditions; nil without them.
-	ready *readiness
 	// envDigest identifies opts.Env (see envDigest), which the state file
 	// does not keep.
-	envDigest string
-
-	started  chan struct{} // closed once running or failed
-	done     chan struct{} // closed once the final state is recorded
-	treeDone chan struct{} // closed once done and nothing of the tree is left
-	treeKick chan struct{} // (1) wakes followTree after a signal
-	// replay: the handle's Output can be re-opened from any offset after
-	// the exit, so what leftovers write can still be collected.
-	replay bool
-
-	lastOutput    atomic.Int64 // unix nanos of the last output (or start)
-	endedAt       atomic.Int64 // unix nanos of the final state, 0 before
-	finalSeen     atomic.Bool  // a caller received the final result
-	treeLive      atomic.Bool  // the tree may still run: treeDone not closed
-	waiters       atomic.Int32 // Waits and Runs blocked on the end; see enterWait
-	watchDisabled atomic.Bool
-	// ourSignal: a kill of ours signalled the tree, so its end is not a
-	// crash.
-	ourSignal atomic.Bool
-	// failed: the final state is failed (read under r.mu, see
-	// keyHolderLocked).
-	failed atomic.Bool
-
-	teeMu sync.Mutex
-	tee   io.Writer // Run's live output; nil once Run returned
-
-	// killTurn serialises kill procedures. A channel rather than a mutex,
-	// so that a caller queued behind a long grace period gives up when
-	// its context ends.
-	killTurn chan struct{}
-
-	mu         sync.Mutex
-	cond       sync.Cond // on mu: signalling dropped to zero
-	state      State
-	startedAt  time.Time
-	endedTime  time.Time
-	pid        int
-	status     *env.ExitStatus
-	reason     string
-	timedOut   string
-	ref        *env.Ref
-	detached   bool
+	envDigest  string
 	foreground bool // immutable: started by Run without YieldAfter
-	handle     env.Process
-	env        env.Environment // handle's, for envGone; set with handle
-	reader     io.ReadCloser
-	killReason State // StateKilled or StateTimedOut once our signal was delivered
-	signalling int   // our signals in flight
-	leftover   int   // processes of the tree alive after the leader exited
-	readyAt    time.Time
-	pending    *pendingKill // a kill the backend did not answer (kill.go)
+
+	mu sync.Mutex // guards the plain fields of the parts
+	procLife
+	procKill
+	procTree
+	procOutput
+	procReady
+	// stats is what the sampler measured of the tree (stats.go); it has
+	// its own lock, taken inside mu and never around it.
+	stats procStats
+}
+
+// procLife is where the process is in its life (lifecycle.go). Its plain
+// fields are guarded by proc.mu and change only in lifecycle.go, whose
+// transitions also close the channels (once) and set endedAt and failed.
+// The atomics are read without the lock; finalSeen and waiters are set by
+// whoever delivers the final result (events.go, wait.go, run.go).
+type procLife struct {
+	state State
+	// recoverFrom is the recorded state of a process in StateRecovering.
+	recoverFrom State
 	// unconfirmed: a Start whose caller has not been answered yet; it is
 	// checkpointed as starting (see recordLocked).
 	unconfirmed bool
-	// recoverFrom is the recorded state of a process in StateRecovering.
-	recoverFrom State
+	startedAt   time.Time
+	endedTime   time.Time
+	pid         int
+	status      *env.ExitStatus
+	reason      string
+	ref         *env.Ref
+	detached    bool
+	handle      env.Process
+	env         env.Environment // handle's, for envGone; set with handle
+
+	started chan struct{} // closed once running or failed
+	done    chan struct{} // closed once the final state is recorded
+
+	endedAt   atomic.Int64 // unix nanos of the final state, 0 before
+	finalSeen atomic.Bool  // a caller received the final result
+	waiters   atomic.Int32 // Waits and Runs blocked on the end; see enterWait
+	// failed: the final state is failed (read under r.mu, see
+	// keyHolderLocked).
+	failed atomic.Bool
+}
+
+// procKill is the state of the kills of the process (kill.go). Its plain
+// fields are guarded by proc.mu.
+type procKill struct {
+	// killTurn serialises kill procedures. A channel rather than a mutex,
+	// so that a caller queued behind a long grace period gives up when
+	// its context ends.
+	killTurn   chan struct{}
+	cond       sync.Cond // on proc.mu: signalling dropped to zero
+	signalling int       // our signals in flight
+	killReason State     // StateKilled or StateTimedOut once our signal was delivered
+	timedOut   string    // with killReason StateTimedOut: which timeout
+	pending    *pendingKill
+	// ourSignal: a kill of ours signalled the tree, so its end is not a
+	// crash.
+	ourSignal atomic.Bool
+}
+
+// procTree is what is known of the process's tree after its leader exited
+// (tree.go). leftover is guarded by proc.mu.
+type procTree struct {
+	treeDone chan struct{} // closed once done and nothing of the tree is left
+	treeKick chan struct{} // (1) wakes followTree after a signal
+	treeLive atomic.Bool   // the tree may still run: treeDone not closed
+	leftover int           // processes of the tree alive after the leader exited
+}
+
+// procOutput is the process's output and what reads it. buf, watch and
+// lazy are set at creation; reader is guarded by proc.mu, tee by teeMu.
+type procOutput struct {
+	buf   *buffer
+	watch *watcher // nil without patterns; used by the copier only
+	// lazy is set for a process restored in a final state: its output is
+	// still in the sandbox, read into buf on first need (loadOutput).
+	lazy *lazyOutput
+	// replay: the handle's Output can be re-opened from any offset after
+	// the exit, so what leftovers write can still be collected. Set before
+	// the monitor starts.
+	replay        bool
+	reader        io.ReadCloser
+	lastOutput    atomic.Int64 // unix nanos of the last output (or start)
+	watchDisabled atomic.Bool
+
+	teeMu sync.Mutex
+	tee   io.Writer // Run's live output; nil once Run returned
+}
+
+// procReady is the process's readiness (ready.go). readyAt is guarded by
+// proc.mu.
+type procReady struct {
+	ready   *readiness // the conditions; nil without them
+	readyAt time.Time
+}
+
+// The accessors below take proc.mu for the files that read one field of a
+// part, or set one outside the lifecycle. procLife is changed in
+// lifecycle.go only, the kill part in kill.go.
+
+// currentHandle is the process's handle; nil before it started, and for
+// a process restored finished that nothing attached yet.
+func (p *proc) currentHandle() env.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.handle
+}
+
+// handleAndRef is the handle and the Ref (nil when not detached).
+func (p *proc) handleAndRef() (env.Process, *env.Ref) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.handle, p.ref
+}
+
+// stateAndHandle is the state and the handle, read together.
+func (p *proc) stateAndHandle() (State, env.Process) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state, p.handle
+}
+
+// startedTime is when the process started (zero before).
+func (p *proc) startedTime() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.startedAt
+}
+
+// expiresAt is when the TTL ends the process; zero without one.
+func (p *proc) expiresAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.expiresAtLocked()
+}
+
+// setReader records the monitor's output stream, for closeReader.
+func (p *proc) setReader(rd io.ReadCloser) {
+	p.mu.Lock()
+	p.reader = rd
+	p.mu.Unlock()
+}
+
+// markReady records when the readiness conditions first all held.
+func (p *proc) markReady(now time.Time) {
+	p.mu.Lock()
+	if p.readyAt.IsZero() {
+		p.readyAt = now
+	}
+	p.mu.Unlock()
+}
+
+// setLeftover records n leftover processes and reports a change.
+func (p *proc) setLeftover(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := p.leftover != n
+	p.leftover = n
+	return changed
+}
+
+// record is the process as the state file keeps it.
+func (p *proc) record() checkpointRecord {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recordLocked()
+}
+
+// infoWithRef is info, with the Ref when withRef, without the backend's
+// condition.
+func (p *proc) infoWithRef(withRef bool) Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.infoLocked()
+	if withRef && p.ref != nil {
+		ref := *p.ref
+		in.Ref = &ref
+	}
+	return in
 }
 
 func (p *proc) info() Info {
@@ -133,10 +254,14 @@ func (p *proc) infoLocked() Info {
 		TreeRunning: !p.state.Final() || p.leftover > 0,
 		Name:        p.opts.Name,
 		ReadyAt:     p.readyAt,
-		TTL:         p.opts.TTL,
+		TTL:         Duration(p.opts.TTL),
 		ExpiresAt:   p.expiresAtLocked(),
-		IdleTimeout: p.opts.IdleTimeout,
+		IdleTimeout: Duration(p.opts.IdleTimeout),
 		KillPending: p.pending != nil,
+	}
+	in.Stats = p.stats.current(in.TreeRunning)
+	if p.opts.IdleTimeout > 0 && p.state == StateRunning {
+		in.IdleExpiresAt = time.Unix(0, p.lastOutput.Load()).Add(p.opts.IdleTimeout)
 	}
 	if p.ready != nil {
 		ro := p.ready.opts
@@ -169,355 +294,10 @@ func (p *proc) closeReader() {
 	}
 }
 
-// Start starts a background process and returns once it runs. It is
-// started detached (it survives the supervisor) when the backend supports
-// re-attach and no PTY is asked for.
-//
-// An invalid option or a full registry returns an error and registers
-// nothing. A process the backend could not start is registered in state
-// failed (Reason says why) and its Info is returned with the error.
-//
-// A named Start (StartOptions.Name) whose name a process with a running
-// tree holds returns that process, with Info.Reused set, when it runs the
-// same command (backend, command, directory, environment); otherwise it
-// fails with ErrNameInUse, or with Replace kills the holder's tree and
-// starts anew. Concurrent Starts of one name start one process.
-//
-// With Config.StateFile, the process is in the state file before anything
-// runs, and Start returns only once the file records it running: a
-// supervisor that dies during a Start leaves a record from which the next
-// one (Recover) ends whatever that start left running, so a caller whose
-// Start failed finds nothing of it running. A state file that cannot be
-// written refuses the start, with nothing left running.
-func (r *Registry) Start(ctx context.Context, opts StartOptions) (Info, error) {
-	var reused bool
-	p, err := r.start(ctx, opts, startHow{detach: true, reused: &reused, confirm: true})
-	if p == nil {
-		return Info{}, err
-	}
-	if reused {
-		in := p.info()
-		in.Reused = true
-		return in, nil
-	}
-	if err != nil {
-		return p.info(), err
-	}
-	p.mu.Lock()
-	p.unconfirmed = false
-	p.mu.Unlock()
-	if err := r.checkpointSync(); err != nil {
-		// The process runs, but a crash would leave it without a
-		// record: it must not outlive this failure.
-		return Info{}, r.unrecorded(ctx, p, err)
-	}
-	return p.info(), nil
-}
-
-// unrecordedKillTimeout bounds the kill of a process whose start could not
-// be recorded.
-const unrecordedKillTimeout = 15 * time.Second
-
-// unrecorded ends a started process whose record could not be written,
-// forgets it, and returns the start's error.
-func (r *Registry) unrecorded(ctx context.Context, p *proc, cause error) error {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrecordedKillTimeout)
-	defer cancel()
-	if _, err := p.kill(kctx, killPlan{sig: env.SIGKILL, escalate: true, reason: StateKilled}); err != nil {
-		r.log.Error("start: a process that could not be recorded in the state file may still run", "id", p.id, "err", err)
-	}
-	r.forget(p)
-	return r.stateFileError(cause)
-}
-
-// stateFileError is the error of a start refused because the state file
-// cannot be written.
-func (r *Registry) stateFileError(cause error) error {
-	why := cause
-	var pe *fs.PathError
-	if errors.As(cause, &pe) {
-		why = pe.Err // the path is said once, below
-	}
-	return &StateFileError{Path: r.cfg.StateFile, Err: why}
-}
-
-// forget drops p from the tracked processes.
-func (r *Registry) forget(p *proc) {
-	r.mu.Lock()
-	if r.procs[p.id] == p {
-		delete(r.procs, p.id)
-	}
-	r.mu.Unlock()
-	r.stateChanged()
-}
-
-// startHow is what differs between Start and Run's starts.
-type startHow struct {
-	detach     bool       // where the backend can re-attach
-	foreground bool       // a Run's caller waits for it (Info.Foreground)
-	tee        io.Writer  // Run's live output
-	started    func(Info) // RunOptions.Started
-	waiter     bool       // the caller waits for the end (Run): counted from registration on
-	// reused, when non-nil, lets a named start return the process that
-	// holds the name and runs the same command (set to true then).
-	reused *bool
-	// confirm: the process is checkpointed as starting until the caller
-	// confirms it (Start, once the final checkpoint is written).
-	confirm bool
-}
-
-func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (*proc, error) {
-	if opts.Backend == "" {
-		opts.Backend = r.cfg.DefaultBackend
-	}
-	spec := env.Spec{Command: opts.Command, Dir: opts.Dir, Env: slices.Clone(opts.Env), Environ: slices.Clone(opts.Environ), PTY: opts.PTY, Stdin: opts.Stdin}
-	// The caller's environment goes to the backend only: a process record
-	// holds no environment (see StartOptions.Environ).
-	opts.Environ = nil
-	if opts.Session != "" && !ValidSessionID(opts.Session) {
-		return nil, fmt.Errorf("%w: session %q: %s", ErrInvalidOptions, clip(opts.Session, 64), sessionIDForm)
-	}
-	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("registry: start: %w", err)
-	}
-	for k := range opts.Labels {
-		if k == "" {
-			return nil, fmt.Errorf("%w: empty label key", ErrInvalidOptions)
-		}
-	}
-	w, err := newWatcher(opts.Watch, opts.WatchRegex)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateDevOptions(opts); err != nil {
-		return nil, err
-	}
-	if how.reused == nil {
-		opts.Key = "" // Run's: see StartOptions.Key
-	} else if opts.Key != "" && !ValidKey(opts.Key) {
-		return nil, fmt.Errorf("%w: key %q: must match [A-Za-z0-9_.-]{1,64}", ErrInvalidOptions, truncate(opts.Key, 80))
-	}
-	rd, err := validateReady(opts.Ready)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Ready != nil {
-		ro := *opts.Ready
-		opts.Ready = &ro
-		// Refused before anything is registered: a condition the backend
-		// cannot check would never hold.
-		if e, err := r.environment(ctx, opts.Backend); err == nil {
-			if err := checkReadyCaps(e, opts.Ready); err != nil {
-				return nil, fmt.Errorf("registry: start: %w", err)
-			}
-		}
-	}
-	opts.Labels = maps.Clone(opts.Labels)
-	opts.Env = spec.Env
-	// The spec runs the whole command; the record keeps at most
-	// MaxRecordedCommand of it.
-	opts.Command = recordedCommand(opts.Command)
-	opts.Watch = slices.Clone(opts.Watch)
-	opts.WatchRegex = slices.Clone(opts.WatchRegex)
-	if opts.PTY != nil {
-		sz := *opts.PTY
-		opts.PTY = &sz
-		spec.PTY = &sz
-	}
-	now := time.Now()
-	p := &proc{
-		r:           r,
-		backend:     opts.Backend,
-		opts:        opts,
-		createdAt:   now,
-		buf:         NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
-		watch:       w,
-		started:     make(chan struct{}),
-		done:        make(chan struct{}),
-		treeDone:    make(chan struct{}),
-		treeKick:    make(chan struct{}, 1),
-		killTurn:    make(chan struct{}, 1),
-		state:       StateStarting,
-		tee:         how.tee,
-		foreground:  how.foreground,
-		ready:       rd,
-		envDigest:   envDigest(opts.Env),
-		unconfirmed: how.confirm,
-	}
-	p.cond.L = &p.mu
-	p.treeLive.Store(true)
-	holder, err := r.registerNamed(ctx, p, how.reused != nil)
-	if err != nil {
-		return nil, err
-	}
-	if holder != nil {
-		*how.reused = true
-		return holder, nil
-	}
-	// The record first: the process is tagged with its ID (spec.Tag), so
-	// a supervisor that dies while the environment starts it leaves
-	// the next one an ID to look for (see recover.go).
-	if err := r.checkpointSync(); err != nil {
-		p.fail(err)
-		r.forget(p)
-		return nil, r.stateFileError(err)
-	}
-	if how.waiter {
-		// Counted before anything can end the process: its completion
-		// must find the waiter (see exitedEvent).
-		p.enterWait()
-	}
-	spec.Tag = p.id
-
-	e, h, detached, err := r.startOn(ctx, p, opts.Backend, spec, how.detach)
-	if err != nil {
-		err = shortError(err)
-		p.fail(err)
-		return p, err
-	}
-	spec.Detach = detached
-	var ref *env.Ref
-	if spec.Detach {
-		if rf, err := h.Ref(); err == nil {
-			ref = &rf
-		}
-	}
-
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		// Close already ran or is running; the environment is or will be
-		// closed, which ends a process that was not detached.
-		h.Release()
-		err := fmt.Errorf("registry: start %s: %w", p.id, ErrClosed)
-		p.fail(err)
-		return p, err
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-
-	startedAt := time.Now()
-	p.lastOutput.Store(time.Now().UnixNano())
-	p.mu.Lock()
-	p.state, p.startedAt, p.pid, p.handle, p.env, p.ref, p.detached = StateRunning, startedAt, h.PID(), h, e, ref, detached
-	p.mu.Unlock()
-	close(p.started)
-	r.stateChanged()
-	r.log.Debug("started", "id", p.id, "backend", opts.Backend, "pid", h.PID(), "detached", spec.Detach)
-	if _, tagged := e.(env.TagFinder); how.foreground && !tagged {
-		// The state file holds the process (and its Ref) before its ID or
-		// any of its output reaches the caller: a supervisor that crashes
-		// after that leaves a process the next one re-attaches and, its
-		// caller being gone, kills; never an orphan nobody knows of. Where
-		// the environment finds processes by tag, the record made before
-		// the start is enough: the next one ends a foreground process
-		// found by its tag as it ends one re-attached (see sweep.go), and
-		// a run pays one synchronous write, not two.
-		if err := r.checkpointSync(); err != nil {
-			r.log.Error("run: the state file does not record the process; a crash now would leave it to the tag sweep of the next supervisor", "id", p.id, "err", err)
-		}
-	}
-	if how.started != nil {
-		// Before the copier starts: no output reaches the tee before it.
-		how.started(p.info())
-	}
-	go p.monitor()
-	p.armReady(h, e)
-	p.armDeadlines()
-	r.ev.publish(Event{Type: EventStarted, ID: p.id, Command: opts.Command, State: StateRunning,
-		Summary: fmt.Sprintf("%s started: %s", p.label(), clip(opts.Command, 200))})
-	return p, nil
-}
-
-// startOn starts spec on target's environment. A sandbox found gone on
-// the way (removed since its environment was opened) is opened again, once
-// (see envGone): a docker-image:// target gets a fresh sandbox. It sets
-// p.replay, and says whether it started the process detached (when detach
-// is asked for and the environment can re-attach).
-func (r *Registry) startOn(ctx context.Context, p *proc, target string, spec env.Spec, detach bool) (env.Environment, env.Process, bool, error) {
-	for attempt := 0; ; attempt++ {
-		e, err := r.environment(ctx, target)
-		if err != nil {
-			return nil, nil, false, err
-		}
-		caps := e.Capabilities()
-		s := spec
-		s.Detach = detach && caps.Reattach && (spec.PTY == nil || caps.ReattachPTY)
-		h, err := e.Start(ctx, s)
-		if err == nil {
-			p.replay = caps.ReplayOutput || s.Detach
-			return e, h, s.Detach, nil
-		}
-		if !r.envGone(target, e, err) || attempt > 0 {
-			return nil, nil, false, fmt.Errorf("registry: start %s on %q: %w", p.id, target, err)
-		}
-		r.log.Info("start found the sandbox gone; opening the target again", "id", p.id, "target", target)
-	}
-}
-
-// MaxRecordedCommand is the most of a command the registry records (Info,
-// events, the state file): a longer one (an agent's heredoc may be
-// megabytes) runs whole, but is recorded as its head, its length and a
-// digest that tells it from any other (recordedCommand). One failed or
-// running 7 MiB command then costs the registry, its listings and its
-// state file a few KiB, not its size several times over.
-const MaxRecordedCommand = 4 << 10
-
-// recordedCommand is command as the registry records it: itself when at
-// most MaxRecordedCommand long, else its head (cut on a rune boundary),
-// "…", and "[N bytes, sha256 HEX]" over the whole.
-func recordedCommand(command string) string {
-	if len(command) <= MaxRecordedCommand {
-		return command
-	}
-	sum := sha256.Sum256([]byte(command))
-	tail := fmt.Sprintf(" [%d bytes, sha256 %x]", len(command), sum[:16])
-	return clip(command, MaxRecordedCommand-len(tail)-len("…")) + tail
-}
-
-// maxErrorBytes bounds an error the registry records or returns: one that
-// is longer (a backend that repeats a huge input) is cut.
-const maxErrorBytes = 1 << 10
-
-// shortError returns err, or when its message is over maxErrorBytes, an
-// error that wraps it (errors.Is and As still see it) with the message
-// cut.
-func shortError(err error) error {
-	if err == nil || len(err.Error()) <= maxErrorBytes {
-		return err
-	}
-	return &clippedError{msg: clip(err.Error(), maxErrorBytes), err: err}
-}
-
-type clippedError struct {
-	msg string
-	err error
-}
-
-func (e *clippedError) Error() string { return e.msg }
-func (e *clippedError) Unwrap() error { return e.err }
-
 // fail records that the process could not be started.
 func (p *proc) fail(err error) {
 	p.endUnrun(StateFailed, err.Error())
 	p.r.log.Debug("start failed", "id", p.id, "err", err)
-}
-
-// endUnrun records state, with reason and no exit status, for a process
-// that has no monitor to record its end: a start that failed, and, at a
-// recovery, an interrupted start, a lost process, a foreground run whose
-// caller is gone.
-func (p *proc) endUnrun(state State, reason string) {
-	now := time.Now()
-	p.mu.Lock()
-	p.state, p.reason, p.endedTime, p.status = state, reason, now, nil
-	p.mu.Unlock()
-	p.failed.Store(state == StateFailed)
-	p.endedAt.Store(now.UnixNano())
-	close(p.started)
-	close(p.done)
-	p.treeGone()
-	p.r.stateChanged()
 }
 
 // monitor is the process's one goroutine: it copies the output into the
@@ -531,9 +311,7 @@ func (p *proc) monitor() {
 	var lost error
 	rd, err := h.Output(ctx, 0)
 	if err == nil {
-		p.mu.Lock()
-		p.reader = rd
-		p.mu.Unlock()
+		p.setReader(rd)
 		if ctx.Err() != nil {
 			// Close cancelled the context before it could see the reader
 			// and close it; do so here so that the read cannot block.
@@ -638,36 +416,10 @@ func (p *proc) publishHits(hits []watchHit) {
 // finish records the final state. lost, when non-nil, says why the exit
 // status is unknown.
 func (p *proc) finish(st env.ExitStatus, lost error) {
-	now := time.Now()
-	p.mu.Lock()
-	// A signal of ours may be in flight: wait for its outcome so that a
-	// process we killed is never recorded as a plain exit.
-	for p.signalling > 0 {
-		p.cond.Wait()
+	in, ok := p.end(st, lost)
+	if !ok {
+		return
 	}
-	switch {
-	case lost != nil:
-		p.state, p.reason = StateLost, lost.Error()
-	case p.killReason != "":
-		p.state = p.killReason
-		// Our signal explains the end: an OOM kill the backend saw in the
-		// cgroup meanwhile is not called this process's.
-		st.OOMKilled = false
-		p.status = &st
-	default:
-		p.state = StateExited
-		p.status = &st
-		if st.OOMKilled {
-			p.reason = ReasonOutOfMemory
-		}
-	}
-	p.endedTime = now
-	p.reader = nil
-	in := p.infoLocked()
-	p.mu.Unlock()
-	p.endedAt.Store(now.UnixNano())
-	close(p.done)
-	p.r.stateChanged()
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
 	if in.Reason == ReasonOutOfMemory && in.State == StateExited {
@@ -723,19 +475,4 @@ func (p *proc) crashedEvent() Event {
 	}
 	ev.Summary = fmt.Sprintf("%s crashed after it was ready: %s: %s", p.label(), how, clip(p.opts.Command, 200))
 	return ev
-}
-
-// validateDevOptions checks the dev-server options of StartOptions.
-func validateDevOptions(opts StartOptions) error {
-	if opts.Name != "" {
-		if err := ValidateName(opts.Name); err != nil {
-			return err
-		}
-	} else if opts.Replace {
-		return fmt.Errorf("%w: replace needs a name: it replaces the process holding that name", ErrInvalidOptions)
-	}
-	if opts.TTL < 0 || opts.IdleTimeout < 0 {
-		return fmt.Errorf("%w: negative TTL or idle timeout", ErrInvalidOptions)
-	}
-	return nil
 }

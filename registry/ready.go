@@ -165,12 +165,7 @@ func (p *proc) conditionHeld() {
 	if p.ready.pending.Add(-1) != 0 {
 		return
 	}
-	now := time.Now()
-	p.mu.Lock()
-	if p.readyAt.IsZero() {
-		p.readyAt = now
-	}
-	p.mu.Unlock()
+	p.markReady(time.Now())
 	close(p.ready.ch)
 	p.r.stateChanged()
 	p.r.log.Debug("ready", "id", p.id)
@@ -289,9 +284,7 @@ func (p *proc) waitPort(ctx context.Context, h env.Process, port int) error {
 // interval of the process's age / 50 clamped to [readyPollMin,
 // readyPollMax].
 func (p *proc) pollReady(ctx context.Context, check func() (bool, error)) error {
-	p.mu.Lock()
-	started := p.startedAt
-	p.mu.Unlock()
+	started := p.startedTime()
 	for {
 		begun := time.Now()
 		ok, err := check()

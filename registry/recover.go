@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/env"
@@ -21,10 +20,6 @@ import (
 // re-attached process that finished while no supervisor ran to have its
 // output read back and its end recorded.
 const recoverRefillTimeout = 30 * time.Second
-
-// outputLoadTimeout bounds reading back the output of a process that had
-// finished before the restart (loadOutput).
-const outputLoadTimeout = 30 * time.Second
 
 // recoverParallel bounds concurrent Attach calls during a recovery. Only
 // the Attach holds a slot: what follows it (reading back the output of a
@@ -348,34 +343,12 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		sz := env.DefaultWindowSize
 		opts.PTY = &sz
 	}
-	p := &proc{
-		r:          r,
-		id:         rec.ID,
-		backend:    rec.Backend,
-		opts:       opts,
-		createdAt:  rec.CreatedAt,
-		buf:        NewBuffer(r.cfg.BufferSize, r.cfg.HeadSize),
-		started:    make(chan struct{}),
-		done:       make(chan struct{}),
-		treeDone:   make(chan struct{}),
-		treeKick:   make(chan struct{}, 1),
-		killTurn:   make(chan struct{}, 1),
-		replay:     rec.Ref != nil, // detached output is replayable
-		state:      rec.State,
-		startedAt:  rec.StartedAt,
-		endedTime:  rec.EndedAt,
-		pid:        rec.PID,
-		status:     copyStatus(rec.Status),
-		reason:     rec.Reason,
-		timedOut:   rec.TimedOut,
-		ref:        rec.Ref,
-		detached:   rec.Detached,
-		foreground: rec.Foreground,
-		killReason: rec.KillReason,
-		envDigest:  rec.EnvDigest,
-		readyAt:    rec.ReadyAt,
-		pending:    rec.PendingKill.restore(),
-	}
+	p := r.newProc(rec.ID, opts, rec.CreatedAt, restoredState(rec.State))
+	p.restoreLife(rec)
+	p.foreground, p.envDigest = rec.Foreground, rec.EnvDigest
+	p.replay = rec.Ref != nil // detached output is replayable
+	p.killReason, p.timedOut, p.pending = rec.KillReason, rec.TimedOut, rec.PendingKill.restore()
+	p.readyAt = rec.ReadyAt
 	if rec.Ready != nil {
 		// Conditions a record holds passed validation when it was written;
 		// should one not, readiness is simply not watched.
@@ -391,12 +364,6 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 			}
 		}
 	}
-	if !rec.State.Final() {
-		p.state, p.recoverFrom = StateRecovering, rec.State
-	}
-	p.failed.Store(rec.State == StateFailed)
-	p.cond.L = &p.mu
-	p.treeLive.Store(true)
 	// A kill of the supervisor before ended it, or is ending it: not a crash.
 	p.ourSignal.Store(rec.KillReason != "")
 	p.leftover = rec.Leftover
@@ -441,20 +408,13 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord, 
 	cancel()
 	_, werr := h.Wait(peek)
 	ended := werr == nil
-	p.lastOutput.Store(time.Now().UnixNano())
 	// Opened by the attach: what a sandbox found gone later closes.
 	e, _ := r.environment(ctx, rec.Backend)
-	p.mu.Lock()
-	p.handle, p.env, p.pid = h, e, h.PID()
-	if !ended {
-		p.state = StateRunning
+	if !p.reattached(h, e, ended) {
+		r.wg.Done()
+		h.Release()
+		return p.info().State
 	}
-	if p.startedAt.IsZero() {
-		p.startedAt = time.Now()
-	}
-	p.mu.Unlock()
-	close(p.started)
-	r.stateChanged()
 	r.log.Debug("re-attached", "id", p.id, "backend", p.backend, "pid", h.PID(), "ended", ended)
 	p.rearm(ctx, h)
 	go p.monitor()
@@ -474,15 +434,9 @@ func (r *Registry) reattach(ctx context.Context, p *proc, rec checkpointRecord, 
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	p.mu.Lock()
-	if p.state == StateRecovering {
-		// Not recorded yet (a huge output, a slow sandbox): its monitor
-		// will; meanwhile it is what it was before the restart.
-		p.state = StateRunning
-	}
-	st := p.state
-	p.mu.Unlock()
-	return st
+	// Not recorded yet (a huge output, a slow sandbox): its monitor will;
+	// meanwhile it is what it was before the restart.
+	return p.leaveRecovering()
 }
 
 // attachPatient is attach for a recovery: a backend that is unavailable
@@ -535,17 +489,6 @@ func (r *Registry) attach(ctx context.Context, backend string, ref env.Ref) (env
 	return e.Attach(ctx, ref)
 }
 
-// settle marks a process restored in a final state as done; it is called
-// before the process is admitted.
-func (p *proc) settle() {
-	if p.endedTime.IsZero() {
-		p.endedTime = time.Now()
-	}
-	p.endedAt.Store(p.endedTime.UnixNano())
-	close(p.started)
-	close(p.done)
-}
-
 // restoreFinished restores a finished process whose leader had left part
 // of its tree running: it is attached, and in the background its output
 // is read back and then its tree followed, as the supervisor before the
@@ -557,9 +500,7 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 		p.treeGone()
 		return
 	}
-	p.mu.Lock()
-	p.handle = h // also what pruning or Remove deletes the sandbox state with
-	p.mu.Unlock()
+	p.setHandle(h) // also what pruning or Remove deletes the sandbox state with
 	p.rearm(ctx, h)
 	r.mu.Lock()
 	if r.closed {
@@ -580,138 +521,6 @@ func (r *Registry) restoreFinished(ctx context.Context, p *proc, rec checkpointR
 	}()
 }
 
-// lazyOutput is the output of a process restored in a final state: the
-// size the checkpoint recorded, and whether the buffer holds it yet.
-type lazyOutput struct {
-	bytes  int64         // output_bytes of the record
-	turn   chan struct{} // (1) held while the buffer is filled from the sandbox
-	loaded atomic.Bool   // the buffer holds what the sandbox had
-	err    error         // under turn: why the output can never be read back
-}
-
-// outputTurn serialises the writers of a restored process's buffer
-// (loadOutput, and catchUp for a tree still followed), so that each
-// continues where the other stopped. It is a no-op for other processes,
-// whose buffer only their monitor writes.
-func (p *proc) outputTurn(ctx context.Context) (release func(), err error) {
-	if p.lazy == nil {
-		return func() {}, nil
-	}
-	select {
-	case p.lazy.turn <- struct{}{}:
-		return func() { <-p.lazy.turn }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("registry: output of %s: %w", p.id, ctx.Err())
-	case <-p.r.ctx.Done():
-		return nil, fmt.Errorf("registry: output of %s: %w", p.id, ErrClosed)
-	}
-}
-
-// loadOutput makes sure the buffer of a process restored in a final state
-// holds its output from byte from on: the first call that needs bytes the
-// buffer lacks reads them back from the sandbox; concurrent callers wait
-// for it, later ones find the buffer full. An error says why the output
-// cannot be had; an output that is gone for good (its state in the
-// sandbox removed, the process never detached) is reported so every time
-// without asking the sandbox again.
-func (p *proc) loadOutput(ctx context.Context, from int64) error {
-	l := p.lazy
-	if l == nil || l.loaded.Load() || from >= l.bytes {
-		return nil
-	}
-	release, err := p.outputTurn(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if l.loaded.Load() {
-		return nil
-	}
-	if l.err != nil {
-		return l.err
-	}
-	err = p.readBack(ctx)
-	if err == nil {
-		l.loaded.Store(true)
-		return nil
-	}
-	if errors.Is(err, env.ErrNotFound) || errors.Is(err, env.ErrSandboxGone) || errors.Is(err, env.ErrUnsupported) {
-		l.err = err
-	}
-	p.r.log.Debug("read back the output of a finished process", "id", p.id, "err", err)
-	return err
-}
-
-// readBack copies the output of a restored process into its buffer, from
-// the buffer's end on (a read that failed half-way is continued, not
-// repeated).
-func (p *proc) readBack(ctx context.Context) error {
-	what := fmt.Sprintf("registry: output of %s (%d bytes; it ended before the supervisor restarted)", p.id, p.lazy.bytes)
-	if p.ref == nil {
-		return fmt.Errorf("%s: not kept: it was not started detached (a PTY, or a backend without re-attach), so only the supervisor before the restart held it: %w",
-			what, env.ErrUnsupported)
-	}
-	ctx, cancel := context.WithTimeout(ctx, outputLoadTimeout)
-	defer cancel()
-	defer context.AfterFunc(p.r.ctx, cancel)()
-	h, err := p.sandboxHandle(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", what, goneWords(err), err)
-	}
-	rd, err := h.Output(ctx, p.buf.Total())
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", what, goneWords(err), err)
-	}
-	defer rd.Close()
-	// Output's reader honours its context only when opened; close it
-	// when the context ends, so a stuck stream cannot hold the caller.
-	defer context.AfterFunc(ctx, func() { rd.Close() })()
-	if err := p.copyOutput(rd); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("%s: reading it back from the sandbox: %w", what, err)
-	}
-	return nil
-}
-
-// goneWords says what an error of the sandbox means for a restored
-// process's output.
-func goneWords(err error) string {
-	switch {
-	case errors.Is(err, env.ErrNotFound):
-		return "the sandbox no longer holds it (the process's state there was removed)"
-	case errors.Is(err, env.ErrSandboxGone):
-		return "its sandbox is gone"
-	}
-	return "cannot read it back from the sandbox"
-}
-
-// sandboxHandle returns p's handle on its process in the sandbox. A
-// process restored in a final state is attached on first use (nil when
-// it has no Ref: there is nothing in the sandbox to reach).
-func (p *proc) sandboxHandle(ctx context.Context) (env.Process, error) {
-	p.mu.Lock()
-	h, ref := p.handle, p.ref
-	p.mu.Unlock()
-	if h != nil || ref == nil || p.lazy == nil {
-		return h, nil
-	}
-	h, err := p.r.attach(ctx, p.backend, *ref)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.handle != nil {
-		// Attached concurrently: keep one handle.
-		h.Release()
-		return p.handle, nil
-	}
-	p.handle = h
-	return h, nil
-}
-
 // markLost records a restored process as lost.
 func (p *proc) markLost(err error) {
 	p.endUnrun(StateLost, err.Error())
@@ -729,9 +538,7 @@ const orphanedForegroundReason = "killed at recovery: it ran in the foreground, 
 // with the supervisor that crashed, and a foreground process never
 // outlives its caller.
 func (r *Registry) killOrphanedForeground(p *proc) {
-	p.mu.Lock()
-	p.reason = orphanedForegroundReason
-	p.mu.Unlock()
+	p.annotate(orphanedForegroundReason, false)
 	r.log.Info("recover: killing a foreground process whose caller was lost", "id", p.id)
 	r.goTracked(func() {
 		_, grace, _ := r.killParams("", 0)

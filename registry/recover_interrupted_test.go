@@ -18,7 +18,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 )
 
 // gatedEnv wraps the local environment: Start and Attach wait for their
@@ -168,7 +168,7 @@ func TestStartRecordedBeforeItRuns(t *testing.T) {
 // TestUnconfirmedRecordedStarting: a process that runs but whose Start has
 // not answered its caller yet is checkpointed as starting, with its Ref.
 func TestUnconfirmedRecordedStarting(t *testing.T) {
-	p := &proc{state: StateRunning, unconfirmed: true, ref: &env.Ref{Env: "local"}, buf: NewBuffer(1024, 256)}
+	p := &proc{procLife: procLife{state: StateRunning, unconfirmed: true, ref: &env.Ref{Env: "local"}}, procOutput: procOutput{buf: newBuffer(1024, 256)}}
 	rec := p.recordLocked()
 	assert.Equal(t, StateStarting, rec.State)
 	assert.NotNil(t, rec.Ref)

@@ -41,8 +41,18 @@ type Service interface {
 	// backend cannot see sockets.
 	Ports(ctx context.Context, backend string) ([]PortInfo, error)
 
+	// Stats returns what the process's tree costs now and its samples of
+	// the last ten minutes, as the registry last sampled them (it never
+	// asks the backend); see Registry.Stats.
+	Stats(ctx context.Context, id string) (StatsReport, error)
+
 	Kill(ctx context.Context, id string, opts KillOptions) (KillResult, error)
 	KillAll(ctx context.Context, opts KillAllOptions) ([]KillResult, error)
+	// KillPort kills the corral trees that listen on a TCP port of
+	// backend ("" = the default backend) and reports the programs corral
+	// did not start that hold it, without touching them; see
+	// Registry.KillPort.
+	KillPort(ctx context.Context, backend string, port int, opts KillOptions) (PortKillResult, error)
 	Remove(ctx context.Context, id string) error
 	RemoveForce(ctx context.Context, id string) error
 

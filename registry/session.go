@@ -288,11 +288,7 @@ func (r *Registry) killSession(ctx context.Context, members []*proc, reason stri
 	var wg sync.WaitGroup
 	for i, p := range members {
 		if reason != "" {
-			p.mu.Lock()
-			if !p.state.Final() && p.reason == "" {
-				p.reason = reason
-			}
-			p.mu.Unlock()
+			p.annotate(reason, true)
 		}
 		wg.Go(func() {
 			results[i], errs[i] = p.kill(ctx, killPlan{sig: env.SIGTERM, grace: grace, escalate: true, reason: StateKilled})

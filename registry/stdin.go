@@ -88,9 +88,7 @@ func (r *Registry) running(ctx context.Context, id, op string) (*proc, env.Proce
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("registry: cannot %s %s: it is still %s: %w", op, p.id, p.info().State, ctx.Err())
 	}
-	p.mu.Lock()
-	state, h := p.state, p.handle
-	p.mu.Unlock()
+	state, h := p.stateAndHandle()
 	if state != StateRunning {
 		return nil, nil, fmt.Errorf("%w: cannot %s %s: it is %s", ErrNotRunning, op, p.id, state)
 	}

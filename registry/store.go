@@ -129,9 +129,7 @@ func (r *Registry) cleanup(pruned []*proc) {
 			if r.ctx.Err() != nil {
 				return
 			}
-			p.mu.Lock()
-			h, ref := p.handle, p.ref
-			p.mu.Unlock()
+			h, ref := p.handleAndRef()
 			ctx, cancel := context.WithTimeout(r.ctx, cleanupTimeout)
 			switch {
 			case h != nil:
@@ -286,13 +284,7 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) ([]Info, error) {
 	procs := r.selectProcs(opts)
 	out := make([]Info, 0, len(procs))
 	for _, p := range procs {
-		p.mu.Lock()
-		in := p.infoLocked()
-		if opts.WithRef && p.ref != nil {
-			ref := *p.ref
-			in.Ref = &ref
-		}
-		p.mu.Unlock()
+		in := p.infoWithRef(opts.WithRef)
 		if matchState(in, opts) {
 			r.setCondition(&in)
 			out = append(out, in)

@@ -29,7 +29,7 @@ func (p *proc) followTree(ctx context.Context, h env.Process) {
 	}()
 	delay := 10 * time.Millisecond
 	for {
-		surv, err := h.Survivors(ctx)
+		surv, err := p.treeLook(ctx, h)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, env.ErrReleased) {
 				p.r.log.Warn("cannot follow the tree after its leader exited", "id", p.id, "err", err)
@@ -59,15 +59,6 @@ func (p *proc) followTree(ctx context.Context, h env.Process) {
 	}
 }
 
-// setLeftover records n leftover processes and reports a change.
-func (p *proc) setLeftover(n int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	changed := p.leftover != n
-	p.leftover = n
-	return changed
-}
-
 // catchUp copies what the tree wrote since the buffer's end: a stream
 // re-opened after the exit ends at the output written so far.
 func (p *proc) catchUp(ctx context.Context, h env.Process) {
@@ -93,10 +84,7 @@ func (p *proc) treeGone() {
 	if !p.treeLive.CompareAndSwap(true, false) {
 		return
 	}
-	p.mu.Lock()
-	changed := p.leftover != 0
-	p.leftover = 0
-	p.mu.Unlock()
+	changed := p.setLeftover(0)
 	close(p.treeDone)
 	if changed {
 		p.r.stateChanged()
@@ -111,13 +99,11 @@ func (p *proc) liveTree(ctx context.Context) int {
 	if !p.treeLive.Load() {
 		return 0
 	}
-	p.mu.Lock()
-	h := p.handle
-	p.mu.Unlock()
+	h := p.currentHandle()
 	if h == nil {
 		return 0
 	}
-	surv, err := h.Survivors(ctx)
+	surv, err := p.treeLook(ctx, h)
 	if err != nil {
 		// Cannot tell: refuse rather than forget a running tree.
 		p.r.log.Debug("survivors of a finished process", "id", p.id, "err", err)

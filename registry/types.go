@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/duration"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -130,6 +131,14 @@ const (
 	TimedOutTTL = "ttl"
 )
 
+// Duration is a duration as corral writes and reads it on every wire (the
+// daemon's API, MCP, the dashboard): a Go duration string ("1h0m0s") when
+// written; seconds (3600, 2.5) or a Go duration string when read (see
+// internal/duration). Info's durations have this type, so that a response
+// says "ttl":"1h0m0s" as the request did "ttl":3600 or "1h", not a count of
+// nanoseconds. D returns it as a time.Duration.
+type Duration = duration.Duration
+
 // Info is a snapshot of one tracked process. It is plain data.
 type Info struct {
 	ID       string            `json:"id"`
@@ -205,10 +214,15 @@ type Info struct {
 	ReadyAt time.Time `json:"ready_at,omitzero"`
 	// TTL and ExpiresAt: the tree is killed at ExpiresAt (StartedAt + TTL)
 	// with a ttl_expired event. Zero when no TTL was given.
-	TTL       time.Duration `json:"ttl,omitempty"`
-	ExpiresAt time.Time     `json:"expires_at,omitzero"`
+	TTL       Duration  `json:"ttl,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// IdleTimeout kills a background tree after that long without output.
-	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// IdleExpiresAt is when IdleTimeout kills the tree if it writes
+	// nothing before (the last output, or the start, + IdleTimeout); it
+	// moves with every write. Zero without an idle timeout and once the
+	// process ended.
+	IdleExpiresAt time.Time `json:"idle_expires_at,omitzero"`
 	// Ports lists the TCP ports the tree listens on, sorted; set by List
 	// with ListOptions.Ports only (one look per backend, see ports.go).
 	Ports []int `json:"ports,omitempty"`
@@ -216,6 +230,10 @@ type Info struct {
 	// process's ports in time, or is known not to answer (corral ps shows
 	// "?"); Ports is empty then.
 	PortsUnknown bool `json:"ports_unknown,omitempty"`
+	// Stats is what the tree costs, from the registry's last sample of it
+	// (stats.go): nil before the first sample and on a backend that cannot
+	// measure its processes. Reading it never asks the backend.
+	Stats *Stats `json:"stats,omitempty"`
 	// BackendCondition is the condition of the process's backend while it
 	// is not ok (paused, unreachable, gone: see env.Condition and
 	// health.go), as the registry last saw it; empty while ok, and for a
@@ -405,20 +423,32 @@ type LogResult struct {
 	OutputBytes  int64 `json:"output_bytes"`
 }
 
-// KillOptions chooses how Kill ends a process tree.
+// KillOptions chooses how Kill ends a process tree. The zero value is
+// the default kill: TERM, the grace period, SIGKILL to what is left.
+//
+// Two words, one idea each, the same in every front end (the CLI's
+// flags, the API's and MCP's arguments): Force is SIGKILL now, Escalate
+// is SIGKILL after the grace. Kill checks the options (Check), so a front
+// end only translates its own words into these.
 type KillOptions struct {
 	// Signal is the first signal (default TERM).
 	Signal env.Signal
-	// Grace is the wait before SIGKILL (default Config.DefaultGrace).
+	// Grace is the wait before SIGKILL (default Config.DefaultGrace). It
+	// must not be negative.
 	Grace time.Duration
-	// Force sends SIGKILL at once.
+	// Force sends SIGKILL at once, as the first signal. It cannot be
+	// combined with a Signal other than KILL, nor with Escalate false.
 	Force bool
-	// NoEscalate signals the tree and waits up to the grace period for it
-	// to end, but never sends SIGKILL: a HUP that reloads a server, an
-	// INT that may take longer than the grace. KillResult.StillRunning
-	// says whether the tree outlived the grace. It cannot be combined
-	// with Force.
-	NoEscalate bool
+	// Escalate says whether SIGKILL follows when the grace passes with
+	// part of the tree alive. nil, the zero value, means true: the
+	// default kill escalates, and a pointer lets the name say what it
+	// does with the same polarity as the wire's "escalate" (a bool named
+	// for the exception would read the other way round). false signals
+	// the tree and waits up to the grace for it to end, but never sends
+	// SIGKILL: a HUP that reloads a server, an INT that may take longer
+	// than the grace. KillResult.StillRunning says whether the tree
+	// outlived the grace.
+	Escalate *bool
 }
 
 // KillResult reports how a kill went.
@@ -435,7 +465,7 @@ type KillResult struct {
 	// kill began and are gone when it returns: the leader and whatever
 	// it left running.
 	Ended int `json:"ended"`
-	// StillRunning: with NoEscalate, some of the tree outlived the grace
+	// StillRunning: with Escalate false, some of the tree outlived the grace
 	// period and was left running.
 	StillRunning bool `json:"still_running,omitempty"`
 	// AlreadyExited: the leader had finished before this Kill signalled
@@ -490,10 +520,12 @@ type KillAllOptions struct {
 	// Labels selects processes carrying all these labels; empty selects
 	// every process. Selected are those running and those whose leader
 	// exited with part of its tree still running.
-	Labels     map[string]string
-	Signal     env.Signal
-	Grace      time.Duration
-	NoEscalate bool
+	Labels map[string]string
+	// Signal, Grace, Force and Escalate are KillOptions', for each kill.
+	Signal   env.Signal
+	Grace    time.Duration
+	Force    bool
+	Escalate *bool
 }
 
 // ReasonOutOfMemory is Info.Reason of a process that exited because the

@@ -53,8 +53,10 @@ func Run(t *testing.T, svc registry.Service) {
 		{"EventsSkipReportedExit", testEventsSkipReportedExit},
 		{"Errors", testErrors},
 		{"NamesAndReadiness", testNamesAndReadiness},
+		{"KillPort", testKillPort},
 		{"Sessions", testSessions},
 		{"Environ", testEnviron},
+		{"Stats", testStats},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := suite{svc: svc, label: map[string]string{"registrytest": tc.name + "-" + token()}}
@@ -555,4 +557,118 @@ func testNamesAndReadiness(t *testing.T, s suite) {
 		assert.Equal(t, "up\ndown", ev.Tail)
 		break
 	}
+}
+
+// testKillPort: KillPort kills the corral tree that listens on a port,
+// leaves a program corral did not start alone and reports it, finds
+// nothing on a free port, and refuses a bad port or contradicting options
+// before it looks.
+func testKillPort(t *testing.T, s suite) {
+	_, err := s.svc.KillPort(ctxFor(t), "", 0, registry.KillOptions{})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+	_, err = s.svc.KillPort(ctxFor(t), "", 8080, registry.KillOptions{Force: true, Escalate: new(false)})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+
+	// A socket of this test's own process: corral did not start it.
+	foreign, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer foreign.Close()
+	fport := foreign.Addr().(*net.TCPAddr).Port
+	res, err := s.svc.KillPort(ctxFor(t), "", fport, registry.KillOptions{})
+	if errors.Is(err, env.ErrUnsupported) {
+		t.Skipf("the backend cannot see sockets: %v", err)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, fport, res.Port)
+	assert.Empty(t, res.Killed)
+	require.Len(t, res.Foreign, 1, "%+v", res)
+	assert.Equal(t, os.Getpid(), res.Foreign[0].PID)
+	assert.Empty(t, res.Foreign[0].ID)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	res, err = s.svc.KillPort(ctxFor(t), "", port, registry.KillOptions{})
+	require.NoError(t, err, "nothing listening is no error")
+	assert.Empty(t, res.Killed)
+	assert.Empty(t, res.Foreign)
+
+	server := ""
+	switch {
+	case lookPath("busybox"):
+		server = fmt.Sprintf("exec busybox httpd -f -p 127.0.0.1:%d -h %s", port, t.TempDir())
+	case lookPath("python3"):
+		server = fmt.Sprintf("exec python3 -m http.server --bind 127.0.0.1 %d", port)
+	default:
+		t.Skip("needs busybox or python3 for a server that listens")
+	}
+	in := s.start(t, registry.StartOptions{Command: server, Ready: &registry.ReadyOptions{Port: port}})
+	ready, err := s.svc.WaitReady(ctxFor(t), in.ID, generous)
+	require.NoError(t, err)
+	require.False(t, ready.ReadyAt.IsZero(), "the server never listened: %+v", ready)
+	res, err = s.svc.KillPort(ctxFor(t), "", port, registry.KillOptions{})
+	require.NoError(t, err)
+	require.Len(t, res.Killed, 1, "%+v", res)
+	assert.Equal(t, in.ID, res.Killed[0].ID)
+	assert.Equal(t, registry.StateKilled, res.Killed[0].State)
+	assert.Empty(t, res.Foreign)
+	got, err := s.svc.Get(ctxFor(t), in.ID)
+	require.NoError(t, err)
+	assert.Equal(t, registry.StateKilled, got.State)
+}
+
+func lookPath(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
+// testStats: a running tree's cost comes back through Stats and Info
+// alike, or, from a backend that cannot measure, a one-line reason and no
+// figures; a finished tree is no longer live; an unknown ID is the
+// registry's error either way.
+func testStats(t *testing.T, s suite) {
+	in := s.start(t, registry.StartOptions{Command: "sleep 60"})
+	var (
+		rep    registry.StatsReport
+		repErr error
+	)
+	require.Eventually(t, func() bool {
+		rep, repErr = s.svc.Stats(ctxFor(t), in.ID)
+		return repErr != nil || rep.Stats != nil || rep.Unsupported != ""
+	}, generous, 20*time.Millisecond, "neither figures nor a reason for %s", in.ID)
+	require.NoError(t, repErr)
+	assert.Equal(t, in.ID, rep.ID)
+	got, err := s.svc.Get(ctxFor(t), in.ID)
+	require.NoError(t, err)
+	if rep.Unsupported != "" {
+		assert.Contains(t, rep.Unsupported, "cannot measure")
+		assert.Nil(t, rep.Stats)
+		assert.Empty(t, rep.History)
+		assert.Nil(t, got.Stats, "Info.Stats without figures")
+	} else {
+		assert.GreaterOrEqual(t, rep.Stats.Pids, 1, "the sleep is alive")
+		assert.Positive(t, rep.Stats.RSSBytes)
+		assert.GreaterOrEqual(t, rep.Stats.PeakRSSBytes, rep.Stats.RSSBytes)
+		assert.False(t, rep.Stats.SampledAt.IsZero())
+		assert.NotEmpty(t, rep.History)
+		if assert.NotNil(t, got.Stats, "Info.Stats from the last sample") {
+			assert.Positive(t, got.Stats.RSSBytes)
+		}
+	}
+	_, err = s.svc.Kill(ctxFor(t), in.ID, registry.KillOptions{})
+	require.NoError(t, err)
+	_, err = s.svc.WaitTree(ctxFor(t), in.ID, 0)
+	require.NoError(t, err)
+	rep, err = s.svc.Stats(ctxFor(t), in.ID)
+	require.NoError(t, err)
+	if rep.Stats != nil {
+		assert.Zero(t, rep.Stats.Pids, "a finished tree has nothing live")
+		assert.Zero(t, rep.Stats.RSSBytes)
+	}
+
+	_, err = s.svc.Stats(ctxFor(t), "proc_000000000000")
+	require.ErrorIs(t, err, registry.ErrNotFound)
+	_, err = s.svc.Stats(ctxFor(t), "zz")
+	require.ErrorIs(t, err, registry.ErrInvalidID)
 }
