@@ -3,6 +3,8 @@ package env_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/corralhq/corral/env"
 )
 
@@ -13,22 +15,19 @@ func TestLogKeep(t *testing.T) {
 		{1, env.MinLogMax / 4, env.MinLogMax - env.MinLogMax/4},
 		{1 << 30, 1 << 28, 3 << 28},
 	} {
-		if h, tl := env.LogKeep(tc.max); h != tc.head || tl != tc.tail {
-			t.Errorf("LogKeep(%d) = %d, %d; want %d, %d", tc.max, h, tl, tc.head, tc.tail)
-		}
+		h, tl := env.LogKeep(tc.max)
+		assert.Falsef(t, h != tc.head || tl != tc.tail, "LogKeep(%d) = %d, %d; want %d, %d", tc.max, h, tl, tc.head, tc.tail)
 	}
 }
 
 func TestParseLogMax(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "33554432": 32 << 20, "32MiB": 32 << 20, "32m": 32 << 20, "1GiB": 1 << 30,
 		"512 KiB": 512 << 10, "none": -1, "-1": -1, "100b": 100} {
-		if got, err := env.ParseLogMax(in); err != nil || got != want {
-			t.Errorf("ParseLogMax(%q) = %d, %v; want %d", in, got, err, want)
-		}
+		got, err := env.ParseLogMax(in)
+		assert.Falsef(t, err != nil || got != want, "ParseLogMax(%q) = %d, %v; want %d", in, got, err, want)
 	}
 	for _, in := range []string{"", "lots", "-5", "1TiB?", "99999999999G"} {
-		if _, err := env.ParseLogMax(in); err == nil {
-			t.Errorf("ParseLogMax(%q) accepted it", in)
-		}
+		_, err := env.ParseLogMax(in)
+		assert.Errorf(t, err, "ParseLogMax(%q) accepted it", in)
 	}
 }

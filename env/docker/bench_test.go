@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
@@ -41,9 +42,7 @@ func BenchmarkExecTrue(b *testing.B) {
 			p := runTrue(b, ctx, e)
 			b.StopTimer()
 			t0 := time.Now()
-			if err := p.Remove(ctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, p.Remove(ctx))
 			removed = append(removed, time.Since(t0))
 			b.StartTimer()
 		}
@@ -57,7 +56,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 		for b.Loop() {
 			if out, err := exec.Command("docker", "exec", name, "true").CombinedOutput(); err != nil {
-				b.Fatalf("docker exec: %v\n%s", err, out)
+				require.FailNow(b, fmt.Sprintf("docker exec: %v\n%s", err, out))
 			}
 		}
 	})
@@ -71,9 +70,7 @@ func BenchmarkExitDetection(b *testing.B) {
 	cli := requireEngine(b)
 	dir := b.TempDir()
 	fifo := filepath.Join(dir, "exit")
-	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, syscall.Mkfifo(fifo, 0o666))
 	name := startContainerWithMount(b, cli, dir, "/bench")
 	e := openForBench(b, SchemeContainer+name)
 	ctx := context.Background()
@@ -94,16 +91,14 @@ func BenchmarkExitDetection(b *testing.B) {
 		// The process idles a little first, as real commands do, so the
 		// engine's polling is in its steady state when the exit comes.
 		p, err := e.Start(ctx, env.Spec{Command: "sleep 0.3; echo x >/bench/exit"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if _, err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		done := time.Now()
 		at := <-exited
 		if at.IsZero() {
-			b.Fatal("fifo")
+			require.FailNow(b, "fifo")
 		}
 		lat = append(lat, done.Sub(at))
 		_ = p.Remove(ctx)
@@ -123,18 +118,14 @@ func BenchmarkLogRead(b *testing.B) {
 	const logSize = 100 << 20
 	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
 	e, err := newEnv(tr, name, "", Options{Residents: benchResidents()}, discardLogger(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { e.Close() })
 	ctx := context.Background()
 	p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf(
 		`i=0; while [ $i -lt %d ]; do head -c 1048576 /dev/zero | tr '\0' x; i=$((i+1)); done`, logSize>>20), Detach: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := p.Wait(ctx); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	b.Cleanup(func() { _ = p.Remove(context.Background()) })
 
@@ -144,13 +135,11 @@ func BenchmarkLogRead(b *testing.B) {
 		for b.Loop() {
 			before := tr.stdout.Load()
 			r, err := p.Output(ctx, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			n, err := io.Copy(io.Discard, r)
 			r.Close()
 			if err != nil || n != logSize {
-				b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
+				require.FailNow(b, fmt.Sprintf("read %d bytes, %v; want %d", n, err, logSize))
 			}
 			moved += tr.stdout.Load() - before
 		}
@@ -161,22 +150,18 @@ func BenchmarkLogRead(b *testing.B) {
 			b.Skip("no docker CLI")
 		}
 		ref, err := p.Ref()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		var state struct {
 			Dir string `json:"dir"`
 		}
 		if err := json.Unmarshal(ref.Data, &state); err != nil || state.Dir == "" {
-			b.Fatalf("ref %s: no state dir (%v)", ref.Data, err)
+			require.FailNow(b, fmt.Sprintf("ref %s: no state dir (%v)", ref.Data, err))
 		}
 		b.SetBytes(logSize)
 		for b.Loop() {
 			cmd := exec.Command("docker", "exec", name, "cat", state.Dir+"/log")
 			cmd.Stdout = io.Discard
-			if err := cmd.Run(); err != nil {
-				b.Fatalf("docker exec cat: %v", err)
-			}
+			require.NoError(b, cmd.Run(), "docker exec cat")
 		}
 	})
 }
@@ -217,9 +202,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func openForBench(b *testing.B, target string) env.Environment {
 	b.Helper()
 	e, err := Open(context.Background(), target, Options{Residents: benchResidents()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { e.Close() })
 	return e
 }
@@ -243,14 +226,12 @@ func startContainerWithMount(b *testing.B, cli *client.Client, hostDir, target s
 			Mounts: []mount.Mount{{Type: mount.TypeBind, Source: hostDir, Target: target}},
 		},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() {
 		_, _ = cli.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true})
 	})
 	if _, err := cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	return name
 }
@@ -266,19 +247,15 @@ func benchResidents() int {
 // backend: Start, the output read to its end, Wait.
 func runTrue(b *testing.B, ctx context.Context, e env.Environment) env.Process {
 	p, err := e.Start(ctx, env.Spec{Command: "true"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	r, err := p.Output(ctx, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	r.Close()
 	if st, err := p.Wait(ctx); err != nil || !st.Success() {
-		b.Fatalf("Wait: %v, %v", st, err)
+		require.FailNow(b, fmt.Sprintf("Wait: %v, %v", st, err))
 	}
 	return p
 }

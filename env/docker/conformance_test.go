@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
@@ -59,9 +60,7 @@ func conformance(t *testing.T, residents int) {
 			names[name] = true
 			mu.Unlock()
 			e, err := Open(testContext(t), "docker-image://"+testImage+"?persist=true&name="+name, Options{Owner: owner, Logger: discardLogger(), Residents: residents})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			require.NoError(t, err, "Open")
 			return e
 		},
 		PTY: true,

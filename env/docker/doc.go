@@ -2,7 +2,7 @@
 // container, reached through the Docker Engine API.
 //
 // Processes are run by the wrapped-process engine of env/nohup (setsid,
-// pid/log/exit files, polling by byte offset, tree kill by process group
+// pid/log/exit files followed by byte offset, tree kill by process group
 // plus scan); this package brings its [Transport] — each short engine
 // script is one exec (/bin/sh -c script) — and the container's lifecycle.
 // Wrapping is not optional here: the Engine API has no endpoint that kills

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // writeContext stores a context the way `docker context create` does.
@@ -15,22 +17,14 @@ func writeContext(t *testing.T, configDir, name, host string, withTLS bool) {
 	sum := sha256.Sum256([]byte(name))
 	id := hex.EncodeToString(sum[:])
 	dir := filepath.Join(configDir, "contexts", "meta", id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
 	meta := `{"Name":"` + name + `","Metadata":{"Description":"test"},"Endpoints":{"docker":{"Host":"` + host + `","SkipTLSVerify":false}}}`
-	if err := os.WriteFile(filepath.Join(dir, "meta.json"), []byte(meta), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "meta.json"), []byte(meta), 0o644))
 	if withTLS {
 		tlsDir := filepath.Join(configDir, "contexts", "tls", id, "docker")
-		if err := os.MkdirAll(tlsDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(tlsDir, 0o700))
 		for _, f := range []string{"ca.pem", "cert.pem", "key.pem"} {
-			if err := os.WriteFile(filepath.Join(tlsDir, f), []byte("x"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(filepath.Join(tlsDir, f), []byte("x"), 0o600))
 		}
 	}
 }
@@ -47,59 +41,39 @@ func TestResolveEndpoint(t *testing.T) {
 
 	// No config.json: the library default.
 	ep, err := resolveEndpoint(envFunc(map[string]string{"HOME": home}))
-	if err != nil || ep.Host != "" {
-		t.Fatalf("no context: %+v, %v; want the default", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "", "no context: %+v, %v; want the default", ep, err)
 
-	if err := os.WriteFile(filepath.Join(configDir, "config.json"), []byte(`{"auths":{},"currentContext":"rootless"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(configDir, "config.json"), []byte(`{"auths":{},"currentContext":"rootless"}`), 0o600))
 	ep, err = resolveEndpoint(envFunc(map[string]string{"HOME": home}))
-	if err != nil || ep.Host != "unix:///run/user/1000/docker.sock" || ep.TLSDir != "" {
-		t.Fatalf("currentContext rootless: %+v, %v", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "unix:///run/user/1000/docker.sock" && ep.TLSDir == "", "currentContext rootless: %+v, %v", ep, err)
 
 	// DOCKER_CONTEXT beats config.json, and finds the context's TLS files.
 	ep, err = resolveEndpoint(envFunc(map[string]string{"HOME": home, "DOCKER_CONTEXT": "remote"}))
-	if err != nil || ep.Host != "tcp://10.0.0.1:2376" || !strings.HasSuffix(ep.TLSDir, filepath.Join("tls", hexName("remote"), "docker")) {
-		t.Fatalf("DOCKER_CONTEXT remote: %+v, %v", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "tcp://10.0.0.1:2376" && strings.HasSuffix(ep.TLSDir, filepath.Join("tls", hexName("remote"), "docker")), "DOCKER_CONTEXT remote: %+v, %v", ep, err)
 
 	// DOCKER_HOST beats every context.
 	ep, err = resolveEndpoint(envFunc(map[string]string{"HOME": home, "DOCKER_CONTEXT": "remote", "DOCKER_HOST": "unix:///x.sock"}))
-	if err != nil || ep.Host != "unix:///x.sock" || ep.Source != "DOCKER_HOST" {
-		t.Fatalf("DOCKER_HOST: %+v, %v", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "unix:///x.sock" && ep.Source == "DOCKER_HOST", "DOCKER_HOST: %+v, %v", ep, err)
 
 	// "default" is the library default.
 	ep, err = resolveEndpoint(envFunc(map[string]string{"HOME": home, "DOCKER_CONTEXT": "default"}))
-	if err != nil || ep.Host != "" {
-		t.Fatalf("context default: %+v, %v", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "", "context default: %+v, %v", ep, err)
 
 	// DOCKER_CONFIG moves the config directory.
 	other := t.TempDir()
 	writeContext(t, other, "elsewhere", "tcp://127.0.0.1:1", false)
-	if err := os.WriteFile(filepath.Join(other, "config.json"), []byte(`{"currentContext":"elsewhere"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(other, "config.json"), []byte(`{"currentContext":"elsewhere"}`), 0o600))
 	ep, err = resolveEndpoint(envFunc(map[string]string{"HOME": home, "DOCKER_CONFIG": other}))
-	if err != nil || ep.Host != "tcp://127.0.0.1:1" {
-		t.Fatalf("DOCKER_CONFIG: %+v, %v", ep, err)
-	}
+	require.Truef(t, err == nil && ep.Host == "tcp://127.0.0.1:1", "DOCKER_CONFIG: %+v, %v", ep, err)
 
 	// A context that does not exist is an error naming it and the fix.
 	_, err = resolveEndpoint(envFunc(map[string]string{"HOME": home, "DOCKER_CONTEXT": "nope"}))
-	if err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "docker context ls") {
-		t.Fatalf("missing context: %v", err)
-	}
+	require.Truef(t, err != nil && strings.Contains(err.Error(), `"nope"`) && strings.Contains(err.Error(), "docker context ls"), "missing context: %v", err)
 
 	// A corrupt config.json is reported, not ignored.
-	if err := os.WriteFile(filepath.Join(configDir, "config.json"), []byte(`{`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(configDir, "config.json"), []byte(`{`), 0o600))
 	if _, err := resolveEndpoint(envFunc(map[string]string{"HOME": home})); err == nil {
-		t.Fatal("corrupt config.json accepted")
+		require.FailNow(t, "corrupt config.json accepted")
 	}
 }
 

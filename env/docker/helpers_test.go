@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
 )
 
 // testImage is built by scripts/build-test-image.sh.
@@ -50,16 +52,14 @@ func requireEngine(t testing.TB) *client.Client {
 	})
 	if engineErr != nil {
 		if os.Getenv("CORRAL_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("docker engine required (CORRAL_REQUIRE_DOCKER=1): %v", engineErr)
+			require.FailNow(t, fmt.Sprintf("docker engine required (CORRAL_REQUIRE_DOCKER=1): %v", engineErr))
 		}
 		t.Skipf("no usable docker engine (set CORRAL_REQUIRE_DOCKER=1 to fail instead): %v", engineErr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cli, err := connect(ctx, "")
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	require.NoError(t, err, "connect")
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
@@ -97,16 +97,14 @@ func startPlainContainer(t testing.TB, cli *client.Client) string {
 		},
 		HostConfig: &container.HostConfig{Init: &init},
 	})
-	if err != nil {
-		t.Fatalf("create container: %v", err)
-	}
+	require.NoError(t, err, "create container")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, _ = cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
 	})
 	if _, err := cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container: %v", err)
+		require.FailNow(t, fmt.Sprintf("start container: %v", err))
 	}
 	return name
 }

@@ -2,12 +2,14 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkImageSandbox compares a one-shot sandbox through corral (Open
@@ -32,9 +34,7 @@ func BenchmarkImageSandbox(b *testing.B) {
 			runImageSandboxOnce(b, ctx, SchemeImage+testImage+"?name=corral-bench-"+randomSuffix(), opts)
 			b.StopTimer()
 			t0 := time.Now()
-			if err := WaitRemoved(ctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, WaitRemoved(ctx))
 			removed = append(removed, time.Since(t0))
 			b.StartTimer()
 		}
@@ -48,7 +48,7 @@ func BenchmarkImageSandbox(b *testing.B) {
 		}
 		for b.Loop() {
 			if out, err := exec.Command("docker", "run", "--rm", testImage, "true").CombinedOutput(); err != nil {
-				b.Fatalf("docker run: %v\n%s", err, out)
+				require.FailNow(b, fmt.Sprintf("docker run: %v\n%s", err, out))
 			}
 		}
 	})
@@ -58,13 +58,9 @@ func BenchmarkImageSandbox(b *testing.B) {
 // true` asks of the backend.
 func runImageSandboxOnce(b *testing.B, ctx context.Context, target string, opts Options) {
 	e, err := Open(ctx, target, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	runTrue(b, ctx, e)
-	if err := e.Close(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, e.Close())
 }
 
 // requireNoSandboxes fails when a container of owner is left.
@@ -73,10 +69,8 @@ func requireNoSandboxes(b *testing.B, cli *client.Client, owner string) {
 	ctx := context.Background()
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelOwner+"="+owner)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if len(list.Items) > 0 {
-		b.Fatalf("%d sandboxes left after Close, first %v", len(list.Items), list.Items[0].Names)
+		require.FailNow(b, fmt.Sprintf("%d sandboxes left after Close, first %v", len(list.Items), list.Items[0].Names))
 	}
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -38,9 +39,7 @@ func TestOwnersHaveTheirOwnSandbox(t *testing.T) {
 	ctx := testContext(t)
 	exists := func(name string) bool {
 		_, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			t.Fatal(err)
-		}
+		require.True(t, err == nil || cerrdefs.IsNotFound(err), fmt.Sprintln(err))
 		return err == nil
 	}
 	run := func(e env.Environment) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 )
@@ -27,9 +28,7 @@ func BenchmarkWaitListening(b *testing.B) {
 	name := startPlainContainer(b, cli)
 	ctx := context.Background()
 	res, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	tcp6 := fmt.Sprintf("/proc/%d/net/tcp6", res.Container.State.Pid)
 	if _, err := os.ReadFile(tcp6); err != nil {
 		b.Skipf("the container's sockets are not readable from here: %v", err)
@@ -59,17 +58,15 @@ func BenchmarkWaitListening(b *testing.B) {
 			}
 		}()
 		p, err := e.Start(ctx, env.Spec{Command: "sleep 0.5; exec nc -l -p " + strconv.Itoa(port)})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{port}); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		seen := time.Now()
 		close(stop)
 		at := <-opened
 		if at.IsZero() {
-			b.Fatal("WaitListening returned before the host saw the socket")
+			require.FailNow(b, "WaitListening returned before the host saw the socket")
 		}
 		lat = append(lat, seen.Sub(at))
 		b.StopTimer()
@@ -92,17 +89,15 @@ func BenchmarkListeners(b *testing.B) {
 	ctx := context.Background()
 	e := openForBench(b, SchemeContainer+name)
 	p, err := e.Start(ctx, env.Spec{Command: "exec nc -l -p 7200"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx) })
 	if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{7200}); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	for b.Loop() {
 		ls, err := p.(env.PortLister).Listeners(ctx)
 		if err != nil || len(ls) != 1 {
-			b.Fatalf("Listeners: %v %v", ls, err)
+			require.FailNow(b, fmt.Sprintf("Listeners: %v %v", ls, err))
 		}
 	}
 }
@@ -123,19 +118,17 @@ func BenchmarkTreeListeners(b *testing.B) {
 	procs := make([]env.Process, n)
 	for i := range procs {
 		p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("exec nc -l -p %d", 7300+i)})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { _ = p.Signal(ctx, env.SIGKILL); _, _ = p.Wait(ctx) })
 		if _, err := p.(env.PortWaiter).WaitListening(ctx, []int{7300 + i}); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		procs[i] = p
 	}
 	check := func(b *testing.B, ls [][]env.Listener) {
 		for i := range ls {
 			if len(ls[i]) != 1 || ls[i][0].Port != 7300+i {
-				b.Fatalf("process %d: listeners %v", i, ls[i])
+				require.FailNow(b, fmt.Sprintf("process %d: listeners %v", i, ls[i]))
 			}
 		}
 	}
@@ -143,9 +136,7 @@ func BenchmarkTreeListeners(b *testing.B) {
 		tl := e.(env.TreePortLister)
 		for b.Loop() {
 			ls, err := tl.TreeListeners(ctx, procs)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			check(b, ls)
 		}
 	})
@@ -164,9 +155,7 @@ func BenchmarkTreeListeners(b *testing.B) {
 				}()
 			}
 			for range procs {
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, <-errs)
 			}
 			check(b, ls)
 		}

@@ -17,6 +17,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 )
@@ -27,9 +29,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func mustTarget(t *testing.T, s string) Target {
 	t.Helper()
 	tg, err := ParseTarget(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tg
 }
 
@@ -40,68 +40,48 @@ func TestEnsureSandboxCreatesHardenedContainer(t *testing.T) {
 	tg := mustTarget(t, "docker-image://"+testImage+"?network=none&pids=200")
 
 	sb, err := ensureSandbox(ctx, cli, tg, owner, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.remove(testContext(t)) })
 	if sb.name != tg.containerName(owner) {
-		t.Errorf("sandbox name %q, want the derived %q", sb.name, tg.containerName(owner))
+		assert.Fail(t, fmt.Sprintf("sandbox name %q, want the derived %q", sb.name, tg.containerName(owner)))
 	}
 	res, err := cli.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := res.Container
-	if !c.State.Running {
-		t.Fatalf("sandbox not running: %+v", c.State)
-	}
+	require.Truef(t, c.State.Running, "sandbox not running: %+v", c.State)
 	hc := c.HostConfig
-	if hc.Init == nil || !*hc.Init || !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") ||
-		hc.PidsLimit == nil || *hc.PidsLimit != 200 || hc.NetworkMode != "none" || len(hc.CapAdd) != len(Capabilities) {
-		t.Errorf("engine-side host config not hardened: init %v secopt %v pids %v net %q capadd %v",
-			hc.Init, hc.SecurityOpt, hc.PidsLimit, hc.NetworkMode, hc.CapAdd)
-	}
-	if c.Config.Labels[LabelOwner] != owner || c.Config.Labels[LabelManaged] != "true" {
-		t.Errorf("labels %v", c.Config.Labels)
-	}
+	assert.Truef(t, hc.Init != nil && *hc.Init && slices.Contains(hc.SecurityOpt, "no-new-privileges:true") && hc.PidsLimit != nil && *hc.PidsLimit == 200 && hc.NetworkMode == "none" && len(hc.CapAdd) == len(Capabilities), "engine-side host config not hardened: init %v secopt %v pids %v net %q capadd %v", hc.Init, hc.SecurityOpt, hc.PidsLimit, hc.NetworkMode, hc.CapAdd)
+	assert.Truef(t, c.Config.Labels[LabelOwner] == owner && c.Config.Labels[LabelManaged] == "true", "labels %v", c.Config.Labels)
 
-	if !c.HostConfig.AutoRemove {
-		t.Error("a sandbox that is not kept is not AutoRemove: the engine would leave it behind when it stops")
-	}
+	assert.True(t, c.HostConfig.AutoRemove, "a sandbox that is not kept is not AutoRemove: the engine would leave it behind when it stops")
 
 	// Found again, not duplicated.
 	again, err := ensureSandbox(ctx, cli, tg, owner, discardLogger())
-	if err != nil || again.id != sb.id {
-		t.Fatalf("second ensureSandbox: %v, id %s want %s", err, again.id, sb.id)
-	}
+	require.Truef(t, err == nil && again.id == sb.id, "second ensureSandbox: %v, id %s want %s", err, again.id, sb.id)
 	// Stopped (a host reboot, a `docker stop`), it is deleted by the
 	// engine: its processes are gone anyway, and a new one is made.
 	timeout := 1
 	if _, err := cli.ContainerStop(ctx, sb.id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	again, err = ensureSandbox(ctx, cli, tg, owner, discardLogger())
-	if err != nil || again.id == sb.id {
-		t.Fatalf("ensureSandbox after the sandbox stopped: %v, id %s, want a new one", err, again.id)
-	}
+	require.Truef(t, err == nil && again.id != sb.id, "ensureSandbox after the sandbox stopped: %v, id %s, want a new one", err, again.id)
 	t.Cleanup(func() { _ = again.remove(testContext(t)) })
 	if _, err := cli.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
-		t.Errorf("stopped sandbox still there: %v", err)
+		assert.Fail(t, fmt.Sprintf("stopped sandbox still there: %v", err))
 	}
-	if err := NewTransport(cli, again.id, "").checkRunning(ctx); err != nil {
-		t.Errorf("new sandbox: %v", err)
-	}
+	assert.NoError(t, NewTransport(cli, again.id, "").checkRunning(ctx), "new sandbox")
 	sb = again
 
 	// The same name with other options, or for another owner, is refused
 	// with the fix.
 	other := mustTarget(t, "docker-image://"+testImage+"?network=none&pids=300&name="+sb.name)
 	if _, err := ensureSandbox(ctx, cli, other, owner, discardLogger()); err == nil || !strings.Contains(err.Error(), "docker rm -f "+sb.name) {
-		t.Errorf("same name, other options: %v", err)
+		assert.Fail(t, fmt.Sprintf("same name, other options: %v", err))
 	}
 	same := mustTarget(t, "docker-image://"+testImage+"?network=none&pids=200&name="+sb.name)
 	if _, err := ensureSandbox(ctx, cli, same, "someone-else", discardLogger()); err == nil || !strings.Contains(err.Error(), "belongs to") {
-		t.Errorf("same name, other owner: %v", err)
+		assert.Fail(t, fmt.Sprintf("same name, other owner: %v", err))
 	}
 }
 
@@ -111,28 +91,18 @@ func TestEnsureSandboxRestartsStoppedPersistent(t *testing.T) {
 	ctx := testContext(t)
 	tg := mustTarget(t, "docker-image://"+testImage+"?persist=true")
 	sb, err := ensureSandbox(ctx, cli, tg, "test-"+randomSuffix(), discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.remove(testContext(t)) })
 	res, err := cli.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Container.HostConfig.AutoRemove {
-		t.Error("a persistent sandbox is AutoRemove")
-	}
+	require.NoError(t, err)
+	assert.False(t, res.Container.HostConfig.AutoRemove, "a persistent sandbox is AutoRemove")
 	timeout := 1
 	if _, err := cli.ContainerStop(ctx, sb.id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	again, err := ensureSandbox(ctx, cli, tg, res.Container.Config.Labels[LabelOwner], discardLogger())
-	if err != nil || again.id != sb.id {
-		t.Fatalf("ensureSandbox of a stopped persistent sandbox: %v, id %s want %s", err, again.id, sb.id)
-	}
-	if err := NewTransport(cli, sb.id, "").checkRunning(ctx); err != nil {
-		t.Errorf("restarted sandbox: %v", err)
-	}
+	require.Truef(t, err == nil && again.id == sb.id, "ensureSandbox of a stopped persistent sandbox: %v, id %s want %s", err, again.id, sb.id)
+	assert.NoError(t, NewTransport(cli, sb.id, "").checkRunning(ctx), "restarted sandbox")
 }
 
 func TestEnsureSandboxConcurrentCreate(t *testing.T) {
@@ -159,11 +129,9 @@ func TestEnsureSandboxConcurrentCreate(t *testing.T) {
 	wg.Wait()
 	for i := range ids {
 		if errs[i] != nil {
-			t.Fatalf("racing ensureSandbox %d: %v", i, errs[i])
+			require.FailNow(t, fmt.Sprintf("racing ensureSandbox %d: %v", i, errs[i]))
 		}
-		if ids[i] != ids[0] {
-			t.Fatalf("racing ensureSandbox calls made different containers: %v", ids)
-		}
+		require.Truef(t, ids[i] == ids[0], "racing ensureSandbox calls made different containers: %v", ids)
 	}
 }
 
@@ -172,19 +140,14 @@ func TestEnsureSandboxRefusesForeignContainer(t *testing.T) {
 	name := startPlainContainer(t, cli)
 	tg := mustTarget(t, "docker-image://"+testImage+"?name="+name)
 	_, err := ensureSandbox(testContext(t), cli, tg, "me", discardLogger())
-	if err == nil || !strings.Contains(err.Error(), "not a corral sandbox") {
-		t.Fatalf("name of a user's container: %v, want a refusal", err)
-	}
+	require.Truef(t, err != nil && strings.Contains(err.Error(), "not a corral sandbox"), "name of a user's container: %v, want a refusal", err)
 }
 
 func TestEnsureSandboxMissingImage(t *testing.T) {
 	cli := requireEngine(t)
 	tg := mustTarget(t, "docker-image://corral-no-such-image-"+randomSuffix()+":latest")
 	_, err := ensureSandbox(testContext(t), cli, tg, "me-"+randomSuffix(), discardLogger())
-	if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), "scripts/build-test-image.sh") ||
-		!strings.Contains(err.Error(), "docker pull") {
-		t.Fatalf("missing image: %v, want one error naming the fix", err)
-	}
+	require.Truef(t, err != nil && strings.Contains(err.Error(), "not found") && strings.Contains(err.Error(), "scripts/build-test-image.sh") && strings.Contains(err.Error(), "docker pull"), "missing image: %v, want one error naming the fix", err)
 }
 
 func TestReap(t *testing.T) {
@@ -193,9 +156,7 @@ func TestReap(t *testing.T) {
 	owner := "test-reap-" + randomSuffix()
 	mk := func(opts string) *sandbox {
 		sb, err := ensureSandbox(ctx, cli, mustTarget(t, "docker-image://"+testImage+"?"+opts), owner, discardLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = sb.remove(testContext(t)) })
 		return sb
 	}
@@ -204,40 +165,27 @@ func TestReap(t *testing.T) {
 	persistent := mk("pids=102&persist=true")
 	foreign := startPlainContainer(t, cli)
 	otherOwner, err := ensureSandbox(ctx, cli, mustTarget(t, "docker-image://"+testImage), "test-other-"+randomSuffix(), discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = otherOwner.remove(testContext(t)) })
 
 	removed, err := reap(ctx, cli, ReapOptions{Owner: owner, Keep: []string{kept.name}, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(removed, []string{orphan.name}) {
-		t.Errorf("reaped %v, want only %s", removed, orphan.name)
-	}
+	require.NoError(t, err)
+	assert.Truef(t, slices.Equal(removed, []string{orphan.name}), "reaped %v, want only %s", removed, orphan.name)
 	exists := func(id string) bool {
 		_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		return !cerrdefs.IsNotFound(err)
 	}
 	if exists(orphan.id) || !exists(kept.id) || !exists(persistent.id) || !exists(foreign) || !exists(otherOwner.id) {
-		t.Errorf("after reap: orphan %v kept %v persistent %v foreign %v other-owner %v",
-			exists(orphan.id), exists(kept.id), exists(persistent.id), exists(foreign), exists(otherOwner.id))
+		assert.Fail(t, fmt.Sprintf("after reap: orphan %v kept %v persistent %v foreign %v other-owner %v", exists(orphan.id), exists(kept.id), exists(persistent.id), exists(foreign), exists(otherOwner.id)))
 	}
 
 	removed, err = reap(ctx, cli, ReapOptions{Owner: owner, IncludePersistent: true, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	slices.Sort(removed)
 	want := []string{kept.name, persistent.name}
 	slices.Sort(want)
-	if !slices.Equal(removed, want) {
-		t.Errorf("reap with IncludePersistent removed %v, want %v", removed, want)
-	}
-	if !exists(foreign) || !exists(otherOwner.id) {
-		t.Error("reap touched a container that is not this owner's sandbox")
-	}
+	assert.Truef(t, slices.Equal(removed, want), "reap with IncludePersistent removed %v, want %v", removed, want)
+	assert.True(t, exists(foreign) && exists(otherOwner.id), "reap touched a container that is not this owner's sandbox")
 }
 
 // A sandbox whose container cannot start (here: its tmpfs is to be
@@ -249,15 +197,11 @@ func TestEnsureSandboxStartFailureLeavesNothing(t *testing.T) {
 	image := "corral-test-badtmp-" + randomSuffix() + ":latest"
 	var tarball bytes.Buffer
 	tw := tar.NewWriter(&tarball)
-	if err := tw.WriteHeader(&tar.Header{Name: "tmp", Mode: 0o644, Size: 2}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "tmp", Mode: 0o644, Size: 2}))
 	_, _ = tw.Write([]byte("x\n"))
 	tw.Close()
 	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &tarball, SourceName: "-"}, image, client.ImageImportOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, res)
 	res.Close()
 	t.Cleanup(func() { _, _ = cli.ImageRemove(testContext(t), image, client.ImageRemoveOptions{Force: true}) })
@@ -266,12 +210,9 @@ func TestEnsureSandboxStartFailureLeavesNothing(t *testing.T) {
 	for _, query := range []string{"", "?persist=true"} {
 		owner := "test-badtmp-" + randomSuffix()
 		_, err = ensureSandbox(ctx, cli, mustTarget(t, "docker-image://"+image+query), owner, discardLogger())
-		if err == nil || !strings.Contains(err.Error(), "start sandbox") {
-			t.Fatalf("sandbox%s that cannot mount its /tmp: %v, want a start error", query, err)
-		}
-		if left := sandboxesOf(t, cli, owner); len(left) > 0 {
-			t.Errorf("a failed start%s left containers behind: %v", query, left)
-		}
+		require.Truef(t, err != nil && strings.Contains(err.Error(), "start sandbox"), "sandbox%s that cannot mount its /tmp: %v, want a start error", query, err)
+		left := sandboxesOf(t, cli, owner)
+		assert.Truef(t, len(left) <= 0, "a failed start%s left containers behind: %v", query, left)
 	}
 }
 
@@ -286,30 +227,19 @@ func TestSandboxCloseThenReopen(t *testing.T) {
 	ids := make([]string, 3)
 	for i := range ids {
 		e, err := Open(ctx, target, Options{Owner: owner, Logger: discardLogger()})
-		if err != nil {
-			t.Fatalf("Open %d: %v", i, err)
-		}
+		require.NoErrorf(t, err, "Open %d", i)
 		res, err := cli.ContainerInspect(ctx, strings.TrimPrefix(e.Name(), SchemeContainer), client.ContainerInspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ids[i] = res.Container.ID
 		if _, err := e.Start(ctx, env.Spec{Command: "sleep 300", Detach: true}); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
-		if err := e.Close(); err != nil {
-			t.Fatalf("Close %d: %v", i, err)
-		}
+		require.NoErrorf(t, e.Close(), "Close %d", i)
 	}
-	if ids[0] == ids[1] || ids[1] == ids[2] {
-		t.Errorf("a closed sandbox was re-used: %v", ids)
-	}
-	if err := WaitRemoved(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if left := sandboxesOf(t, cli, owner); len(left) > 0 {
-		t.Errorf("after WaitRemoved: %v left", left)
-	}
+	assert.Truef(t, ids[0] != ids[1] && ids[1] != ids[2], "a closed sandbox was re-used: %v", ids)
+	require.NoError(t, WaitRemoved(ctx))
+	left := sandboxesOf(t, cli, owner)
+	assert.Truef(t, len(left) <= 0, "after WaitRemoved: %v left", left)
 }
 
 // The engine deletes a closed sandbox even when the supervisor exits the
@@ -326,20 +256,15 @@ func TestSandboxGoneAfterCloseAndExit(t *testing.T) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSandboxGoneAfterCloseAndExit$")
 	cmd.Env = append(os.Environ(), "CORRAL_TEST_SANDBOX_HELPER=docker-image://"+testImage, "CORRAL_TEST_SANDBOX_OWNER="+owner)
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, out)
-	}
+	require.NoErrorf(t, err, "helper: %v\n%s", err, out)
 	id := strings.TrimSpace(string(out))
-	if len(id) != 64 {
-		t.Fatalf("helper printed %q, want a container ID", out)
-	}
+	require.Truef(t, len(id) == 64, "helper printed %q, want a container ID", out)
 	// The helper is gone; the engine finishes the job on its own.
 	if err := waitGone(ctx, cli, id, time.Minute); err != nil {
-		t.Fatalf("sandbox %s after its supervisor closed it and exited: %v", shortID(id), err)
+		require.FailNow(t, fmt.Sprintf("sandbox %s after its supervisor closed it and exited: %v", shortID(id), err))
 	}
-	if left := sandboxesOf(t, cli, owner); len(left) > 0 {
-		t.Errorf("containers of the helper left: %v", left)
-	}
+	left := sandboxesOf(t, cli, owner)
+	assert.Truef(t, len(left) <= 0, "containers of the helper left: %v", left)
 }
 
 // sandboxHelper opens target, runs a detached and a foreground process,
@@ -384,9 +309,7 @@ func sandboxesOf(t *testing.T, cli *client.Client, owner string) []string {
 	t.Helper()
 	list, err := cli.ContainerList(testContext(t), client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelOwner+"="+owner)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, c := range list.Items {
 		names = append(names, strings.Join(c.Names, ","))

@@ -1,11 +1,14 @@
 package docker
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -27,16 +30,14 @@ func TestParseTarget(t *testing.T) {
 	for _, tt := range tests {
 		got, err := ParseTarget(tt.in)
 		if err != nil {
-			t.Errorf("ParseTarget(%q): %v", tt.in, err)
+			assert.Fail(t, fmt.Sprintf("ParseTarget(%q): %v", tt.in, err))
 			continue
 		}
-		if got != tt.want {
-			t.Errorf("ParseTarget(%q) = %+v, want %+v", tt.in, got, tt.want)
-		}
+		assert.Truef(t, got == tt.want, "ParseTarget(%q) = %+v, want %+v", tt.in, got, tt.want)
 		// The canonical form parses back to the same target.
 		again, err := ParseTarget(got.String())
 		if err != nil || again != got {
-			t.Errorf("ParseTarget(%q.String() = %q) = %+v, %v; want %+v", tt.in, got.String(), again, err, got)
+			assert.Fail(t, fmt.Sprintf("ParseTarget(%q.String() = %q) = %+v, %v; want %+v", tt.in, got.String(), again, err, got))
 		}
 	}
 }
@@ -75,97 +76,57 @@ func TestParseTargetRejects(t *testing.T) {
 	for _, tt := range tests {
 		_, err := ParseTarget(tt.in)
 		if err == nil {
-			t.Errorf("ParseTarget(%q) succeeded, want an error", tt.in)
+			assert.Fail(t, fmt.Sprintf("ParseTarget(%q) succeeded, want an error", tt.in))
 			continue
 		}
-		if !strings.Contains(err.Error(), tt.mentions) {
-			t.Errorf("ParseTarget(%q) error %q does not mention %q", tt.in, err, tt.mentions)
-		}
+		assert.Truef(t, strings.Contains(err.Error(), tt.mentions), "ParseTarget(%q) error %q does not mention %q", tt.in, err, tt.mentions)
 	}
 }
 
 func TestTargetCanonicalForm(t *testing.T) {
 	a, _ := ParseTarget("docker-image://alpine?pids=64&network=none")
 	b, _ := ParseTarget("docker-image://alpine?network=none&pids=64")
-	if a.String() != b.String() || a.String() != "docker-image://alpine?network=none&pids=64" {
-		t.Errorf("canonical forms %q and %q differ or are not ordered", a, b)
-	}
-	if a.configHash() != b.configHash() {
-		t.Error("the same options in another order give another config hash")
-	}
+	assert.Truef(t, a.String() == b.String() && a.String() == "docker-image://alpine?network=none&pids=64", "canonical forms %q and %q differ or are not ordered", a, b)
+	assert.True(t, a.configHash() == b.configHash(), "the same options in another order give another config hash")
 	// name and persist do not change what the sandbox is.
 	c, _ := ParseTarget("docker-image://alpine?network=none&pids=64&persist=true&name=x")
-	if c.configHash() != a.configHash() {
-		t.Error("name/persist changed the config hash")
-	}
+	assert.True(t, c.configHash() == a.configHash(), "name/persist changed the config hash")
 	d, _ := ParseTarget("docker-image://alpine?network=none&pids=65")
-	if d.configHash() == a.configHash() {
-		t.Error("a different pids limit gives the same config hash")
-	}
+	assert.True(t, d.configHash() != a.configHash(), "a different pids limit gives the same config hash")
 }
 
 func TestContainerName(t *testing.T) {
 	a, _ := ParseTarget("docker-image://alpine")
 	b, _ := ParseTarget("docker-image://alpine")
-	if a.containerName("0@h") != b.containerName("0@h") {
-		t.Error("the derived name is not stable")
-	}
-	if a.containerName("0@h") == a.containerName("1000@h") {
-		t.Error("two owners get the same sandbox name")
-	}
+	assert.True(t, a.containerName("0@h") == b.containerName("0@h"), "the derived name is not stable")
+	assert.True(t, a.containerName("0@h") != a.containerName("1000@h"), "two owners get the same sandbox name")
 	if !containerNamePattern.MatchString(a.containerName("0@h")) {
-		t.Errorf("derived name %q is not a valid container name", a.containerName("0@h"))
+		assert.Fail(t, fmt.Sprintf("derived name %q is not a valid container name", a.containerName("0@h")))
 	}
 	named, _ := ParseTarget("docker-image://alpine?name=mybox")
 	if named.containerName("0@h") != "mybox" {
-		t.Errorf("name= ignored: %q", named.containerName("0@h"))
+		assert.Fail(t, fmt.Sprintf("name= ignored: %q", named.containerName("0@h")))
 	}
 }
 
 func TestSandboxConfigHardening(t *testing.T) {
 	tg, err := ParseTarget("docker-image://alpine")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg, host := sandboxConfig(tg, "corral-x", "0@h", 2)
-	if host.Init == nil || !*host.Init {
-		t.Error("no init process as PID 1")
-	}
-	if !slices.Equal(host.CapDrop, []string{"ALL"}) {
-		t.Errorf("CapDrop = %v, want [ALL]", host.CapDrop)
-	}
-	if !slices.Equal(host.CapAdd, []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}) {
-		t.Errorf("CapAdd = %v", host.CapAdd)
-	}
-	if !slices.Contains(host.SecurityOpt, "no-new-privileges:true") {
-		t.Errorf("SecurityOpt = %v, want no-new-privileges", host.SecurityOpt)
-	}
-	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit {
-		t.Errorf("PidsLimit = %v, want %d", host.PidsLimit, DefaultPidsLimit)
-	}
-	if host.Memory != DefaultMemory || host.MemorySwap != DefaultMemory {
-		t.Errorf("Memory/MemorySwap = %d/%d, want %d both", host.Memory, host.MemorySwap, DefaultMemory)
-	}
-	if host.NanoCPUs != 2e9 {
-		t.Errorf("NanoCPUs = %d, want 2e9", host.NanoCPUs)
-	}
-	if _, ok := host.Tmpfs["/tmp"]; !ok {
-		t.Error("no tmpfs on /tmp")
-	}
-	if host.ReadonlyRootfs || host.NetworkMode != "" || len(host.Mounts) != 0 {
-		t.Errorf("defaults changed: readonly=%v network=%q mounts=%v", host.ReadonlyRootfs, host.NetworkMode, host.Mounts)
-	}
-	if cfg.Labels[LabelManaged] != "true" || cfg.Labels[LabelOwner] != "0@h" || cfg.Labels[LabelConfig] != tg.configHash() || cfg.Labels[LabelPersist] != "false" {
-		t.Errorf("labels = %v", cfg.Labels)
-	}
+	assert.True(t, host.Init != nil && *host.Init, "no init process as PID 1")
+	assert.Truef(t, slices.Equal(host.CapDrop, []string{"ALL"}), "CapDrop = %v, want [ALL]", host.CapDrop)
+	assert.Truef(t, slices.Equal(host.CapAdd, []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}), "CapAdd = %v", host.CapAdd)
+	assert.Truef(t, slices.Contains(host.SecurityOpt, "no-new-privileges:true"), "SecurityOpt = %v, want no-new-privileges", host.SecurityOpt)
+	assert.Truef(t, host.PidsLimit != nil && *host.PidsLimit == DefaultPidsLimit, "PidsLimit = %v, want %d", host.PidsLimit, DefaultPidsLimit)
+	assert.Truef(t, host.Memory == DefaultMemory && host.MemorySwap == DefaultMemory, "Memory/MemorySwap = %d/%d, want %d both", host.Memory, host.MemorySwap, DefaultMemory)
+	assert.Truef(t, host.NanoCPUs == 2e9, "NanoCPUs = %d, want 2e9", host.NanoCPUs)
+	_, ok := host.Tmpfs["/tmp"]
+	assert.True(t, ok, "no tmpfs on /tmp")
+	assert.Truef(t, !host.ReadonlyRootfs && host.NetworkMode == "" && len(host.Mounts) == 0, "defaults changed: readonly=%v network=%q mounts=%v", host.ReadonlyRootfs, host.NetworkMode, host.Mounts)
+	assert.Truef(t, cfg.Labels[LabelManaged] == "true" && cfg.Labels[LabelOwner] == "0@h" && cfg.Labels[LabelConfig] == tg.configHash() && cfg.Labels[LabelPersist] == "false", "labels = %v", cfg.Labels)
 
 	tg, _ = ParseTarget("docker-image://alpine?network=none&readonly=true&workspace=/src&user=1000&memory=1g&cpus=0.5&pids=64&persist=true")
 	cfg, host = sandboxConfig(tg, "corral-x", "0@h", 0.5)
-	if host.NetworkMode != container.NetworkMode("none") || !host.ReadonlyRootfs || cfg.User != "1000" ||
-		host.Memory != 1<<30 || host.NanoCPUs != 5e8 || *host.PidsLimit != 64 || cfg.Labels[LabelPersist] != "true" {
-		t.Errorf("options not applied: config %+v host %+v", cfg, host)
-	}
-	if len(host.Mounts) != 1 || host.Mounts[0].Source != "/src" || host.Mounts[0].Target != "/workspace" || cfg.WorkingDir != "/workspace" {
-		t.Errorf("workspace mount = %+v, workdir %q", host.Mounts, cfg.WorkingDir)
-	}
+	assert.Truef(t, host.NetworkMode == container.NetworkMode("none") && host.ReadonlyRootfs && cfg.User == "1000" && host.Memory == 1<<30 && host.NanoCPUs == 5e8 && *host.PidsLimit == 64 && cfg.Labels[LabelPersist] == "true", "options not applied: config %+v host %+v", cfg, host)
+	assert.Truef(t, len(host.Mounts) == 1 && host.Mounts[0].Source == "/src" && host.Mounts[0].Target == "/workspace" && cfg.WorkingDir == "/workspace", "workspace mount = %+v, workdir %q", host.Mounts, cfg.WorkingDir)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 )
@@ -24,21 +26,15 @@ func TestTransportExitCodeAndStreams(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	code, err := tr.Exec(ctx, `echo out; echo err >&2; exit 7`, nil, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	if code != 7 {
-		t.Errorf("exit code = %d, want 7", code)
-	}
+	require.NoError(t, err, "Exec")
+	assert.Truef(t, code == 7, "exit code = %d, want 7", code)
 	if stdout.String() != "out\n" || stderr.String() != "err\n" {
-		t.Errorf("stdout %q stderr %q, want demultiplexed \"out\\n\" and \"err\\n\"", stdout.String(), stderr.String())
+		assert.Fail(t, fmt.Sprintf("stdout %q stderr %q, want demultiplexed \"out\\n\" and \"err\\n\"", stdout.String(), stderr.String()))
 	}
 
 	// nil writers discard; the code still arrives.
 	code, err = tr.Exec(ctx, `echo discarded; exit 0`, nil, nil, nil)
-	if err != nil || code != 0 {
-		t.Fatalf("Exec with nil writers = %d, %v", code, err)
-	}
+	require.Truef(t, err == nil && code == 0, "Exec with nil writers = %d, %v", code, err)
 }
 
 func TestTransportStdin(t *testing.T) {
@@ -55,18 +51,13 @@ func TestTransportStdin(t *testing.T) {
 	}
 	var out bytes.Buffer
 	code, err := tr.Exec(ctx, `wc -c`, bytes.NewReader(in), &out, nil)
-	if err != nil || code != 0 {
-		t.Fatalf("Exec: %d, %v", code, err)
-	}
-	if got := strings.TrimSpace(out.String()); got != fmt.Sprint(len(in)) {
-		t.Errorf("script read %s bytes of stdin, want %d", got, len(in))
-	}
+	require.Truef(t, err == nil && code == 0, "Exec: %d, %v", code, err)
+	got := strings.TrimSpace(out.String())
+	assert.Truef(t, got == fmt.Sprint(len(in)), "script read %s bytes of stdin, want %d", got, len(in))
 
 	// A script that ignores its stdin must not make Exec hang.
 	code, err = tr.Exec(ctx, `exit 3`, bytes.NewReader(in), io.Discard, nil)
-	if err != nil || code != 3 {
-		t.Fatalf("Exec ignoring stdin: %d, %v", code, err)
-	}
+	require.Truef(t, err == nil && code == 3, "Exec ignoring stdin: %d, %v", code, err)
 }
 
 func TestTransportLargeBinaryOutput(t *testing.T) {
@@ -77,15 +68,13 @@ func TestTransportLargeBinaryOutput(t *testing.T) {
 
 	var out bytes.Buffer
 	code, err := tr.Exec(ctx, `dd if=/dev/urandom bs=1M count=8 2>/dev/null | tee /tmp/blob; `, nil, &out, nil)
-	if err != nil || code != 0 {
-		t.Fatalf("Exec: %d, %v", code, err)
-	}
+	require.Truef(t, err == nil && code == 0, "Exec: %d, %v", code, err)
 	var sum bytes.Buffer
 	if _, err := tr.Exec(ctx, `sha256sum /tmp/blob | cut -d' ' -f1`, nil, &sum, nil); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if got := fmt.Sprintf("%x", sha256.Sum256(out.Bytes())); got != strings.TrimSpace(sum.String()) {
-		t.Errorf("output (%d bytes) sha256 %s, file in container %s", out.Len(), got, sum.String())
+		assert.Fail(t, fmt.Sprintf("output (%d bytes) sha256 %s, file in container %s", out.Len(), got, sum.String()))
 	}
 }
 
@@ -96,23 +85,19 @@ func TestTransportContainerGone(t *testing.T) {
 	t.Run("removed", func(t *testing.T) {
 		name := startPlainContainer(t, cli)
 		if _, err := cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		_, err := NewTransport(cli, name, "").Exec(ctx, "true", nil, nil, nil)
-		if !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
-			t.Fatalf("Exec in removed container: %v, want ErrSandboxGone naming %s", err, name)
-		}
+		require.Truef(t, errors.Is(err, env.ErrSandboxGone) && strings.Contains(err.Error(), name), "Exec in removed container: %v, want ErrSandboxGone naming %s", err, name)
 	})
 	t.Run("stopped", func(t *testing.T) {
 		name := startPlainContainer(t, cli)
 		timeout := 5
 		if _, err := cli.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		_, err := NewTransport(cli, name, "").Exec(ctx, "true", nil, nil, nil)
-		if !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
-			t.Fatalf("Exec in stopped container: %v, want ErrSandboxGone naming %s", err, name)
-		}
+		require.Truef(t, errors.Is(err, env.ErrSandboxGone) && strings.Contains(err.Error(), name), "Exec in stopped container: %v, want ErrSandboxGone naming %s", err, name)
 	})
 	t.Run("stopped while running", func(t *testing.T) {
 		name := startPlainContainer(t, cli)
@@ -130,15 +115,13 @@ func TestTransportContainerGone(t *testing.T) {
 		go func() { _, _ = io.Copy(io.Discard, pr) }()
 		timeout := 1
 		if _, err := cli.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		select {
 		case err := <-result:
-			if !errors.Is(err, env.ErrSandboxGone) {
-				t.Fatalf("Exec whose container stopped: %v, want ErrSandboxGone", err)
-			}
+			require.Truef(t, errors.Is(err, env.ErrSandboxGone), "Exec whose container stopped: %v, want ErrSandboxGone", err)
 		case <-ctx.Done():
-			t.Fatal("Exec did not return after its container stopped")
+			require.FailNow(t, "Exec did not return after its container stopped")
 		}
 	})
 }
@@ -163,11 +146,9 @@ func TestTransportCancel(t *testing.T) {
 	cancel()
 	select {
 	case err := <-result:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled Exec returned %v, want context.Canceled", err)
-		}
+		require.Truef(t, errors.Is(err, context.Canceled), "cancelled Exec returned %v, want context.Canceled", err)
 	case <-time.After(time.Minute):
-		t.Fatal("Exec did not return after its context was cancelled")
+		require.FailNow(t, "Exec did not return after its context was cancelled")
 	}
 	// The abandoned script keeps running in the container; kill it so the
 	// container's removal is quick.
@@ -177,12 +158,8 @@ func TestTransportCancel(t *testing.T) {
 func TestConnectUnreachable(t *testing.T) {
 	ctx := testContext(t)
 	_, err := connect(ctx, "unix:///nonexistent/corral-test.sock")
-	if !errors.Is(err, env.ErrUnavailable) {
-		t.Fatalf("connect to a missing socket: %v, want ErrUnavailable", err)
-	}
-	if !strings.Contains(err.Error(), "/nonexistent/corral-test.sock") {
-		t.Errorf("error %q does not name the engine address", err)
-	}
+	require.Truef(t, errors.Is(err, env.ErrUnavailable), "connect to a missing socket: %v, want ErrUnavailable", err)
+	assert.Truef(t, strings.Contains(err.Error(), "/nonexistent/corral-test.sock"), "error %q does not name the engine address", err)
 }
 
 // waitForLine reads r until a line equal to want arrives.
@@ -196,9 +173,7 @@ func waitForLine(t *testing.T, r io.Reader, want string) {
 		if bytes.Contains(buf, []byte(want+"\n")) {
 			return
 		}
-		if err != nil {
-			t.Fatalf("stream ended before %q: %v (got %q)", want, err, buf)
-		}
+		require.NoErrorf(t, err, "stream ended before %q: %v (got %q)", want, err, buf)
 	}
 }
 
@@ -209,32 +184,27 @@ func TestForkFailed(t *testing.T) {
 		"bash: fork: retry: Resource temporarily unavailable\n",
 		"bash: fork: Resource temporarily unavailable\n",
 	} {
-		if !forkFailed([]byte(msg)) {
-			t.Errorf("forkFailed(%q) = false", msg)
-		}
+		assert.Truef(t, forkFailed([]byte(msg)), "forkFailed(%q) = false", msg)
 	}
 	for _, msg := range []string{"", "tail: can't open 'x': No such file or directory\n", "forked 3 children\n"} {
-		if forkFailed([]byte(msg)) {
-			t.Errorf("forkFailed(%q) = true", msg)
-		}
+		assert.Falsef(t, forkFailed([]byte(msg)), "forkFailed(%q) = true", msg)
 	}
 	var sink bytes.Buffer
 	h := &headWriter{w: &sink, max: 4}
 	_, _ = h.Write([]byte("abc"))
 	_, _ = h.Write([]byte("defg"))
 	if h.head.String() != "abcd" || sink.String() != "abcdefg" {
-		t.Errorf("headWriter kept %q, passed %q", h.head.String(), sink.String())
+		assert.Fail(t, fmt.Sprintf("headWriter kept %q, passed %q", h.head.String(), sink.String()))
 	}
 }
 
 func TestRuntimeExecFailed(t *testing.T) {
 	if msg, ok := runtimeExecFailed([]byte("cannot exec in a stopped state: unknown\r\n"), nil); !ok || msg != "cannot exec in a stopped state: unknown" {
-		t.Errorf("stopped-state complaint not recognised: %q %v", msg, ok)
+		assert.Fail(t, fmt.Sprintf("stopped-state complaint not recognised: %q %v", msg, ok))
 	}
 	if _, ok := runtimeExecFailed(nil, []byte("OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown\n")); !ok {
-		t.Error("OCI complaint on stderr not recognised")
+		assert.Fail(t, "OCI complaint on stderr not recognised")
 	}
-	if _, ok := runtimeExecFailed([]byte("sh: x: Permission denied\n"), nil); ok {
-		t.Error("an ordinary 126 taken for a runtime failure")
-	}
+	_, ok := runtimeExecFailed([]byte("sh: x: Permission denied\n"), nil)
+	assert.False(t, ok, "an ordinary 126 taken for a runtime failure")
 }

@@ -274,6 +274,7 @@ var groups = []group{
 	{"Reattach", reattachCases},
 	{"PTY", ptyCases},
 	{"Ports", portCases},
+	{"Stats", statsCases},
 }
 
 type suite struct {

@@ -1,14 +1,14 @@
 package envtest
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestKnownCase(t *testing.T) {
-	if !knownCase("Output/Large50MB") || !knownCase("Exit/ConcurrentStarts100") {
-		t.Error("a case of the suite is not known")
-	}
+	assert.True(t, knownCase("Output/Large50MB") && knownCase("Exit/ConcurrentStarts100"), "a case of the suite is not known")
 	for _, name := range []string{"Large50MB", "Output/Large", "Nope/Large50MB", ""} {
-		if knownCase(name) {
-			t.Errorf("knownCase(%q) = true", name)
-		}
+		assert.Falsef(t, knownCase(name), "knownCase(%q) = true", name)
 	}
 }

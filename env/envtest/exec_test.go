@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
 	"github.com/corralhq/corral/internal/shellquote"
@@ -392,14 +394,10 @@ func TestSuiteOnBusybox(t *testing.T) {
 		t.Skip("busybox is not installed (apt-get install busybox)")
 	}
 	list, err := exec.Command(bb, "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
+	require.NoError(t, err, "busybox --list")
 	bin := t.TempDir()
 	for _, applet := range strings.Fields(string(list)) {
-		if err := os.Symlink(bb, filepath.Join(bin, applet)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Symlink(bb, filepath.Join(bin, applet)))
 	}
 	// Debian's busybox build lacks the nohup applet that upstream's
 	// default configuration (and the busybox image) has.

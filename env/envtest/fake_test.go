@@ -109,7 +109,7 @@ func TestFakeSignals(t *testing.T) {
 			if tc.want == nil {
 				select {
 				case <-p.Exited():
-					t.Fatal("the process ended")
+					require.FailNow(t, "the process ended")
 				default:
 				}
 				return
@@ -224,7 +224,7 @@ func TestFakeReattach(t *testing.T) {
 	select {
 	case <-a.Released():
 	default:
-		t.Fatal("Remove did not release the handle")
+		require.FailNow(t, "Remove did not release the handle")
 	}
 	_, err = fe.Attach(ctx, ref)
 	require.ErrorIs(t, err, env.ErrNotFound)
@@ -264,7 +264,7 @@ func TestFakeClose(t *testing.T) {
 	assert.Equal(t, env.Signaled(env.SIGKILL), st)
 	select {
 	case <-detached.Exited():
-		t.Fatal("Close ended a detached process")
+		require.FailNow(t, "Close ended a detached process")
 	default:
 	}
 	_, err = fe.Start(ctx, env.Spec{Command: "x"})

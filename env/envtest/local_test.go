@@ -3,6 +3,8 @@ package envtest_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
 	"github.com/corralhq/corral/env/local"
@@ -19,9 +21,7 @@ func TestSuiteOnLocal(t *testing.T) {
 		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			e, err := local.New(local.Options{StateDir: stateDir})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return e
 		},
 		PTY: true,
@@ -39,9 +39,7 @@ func TestSuiteOwnSandbox(t *testing.T) {
 		Only:       []string{"Reattach"},
 		New: func(t *testing.T) env.Environment {
 			e, err := local.New(local.Options{StateDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return e
 		},
 	})

@@ -2,9 +2,13 @@ package envtest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
@@ -24,9 +28,8 @@ func TestContainsWord(t *testing.T) {
 		{"sleep 1234''5678", "12345678", false},
 		{"grep -e [1]2345678", "12345678", false},
 	} {
-		if got := containsWord(c.s, c.w); got != c.want {
-			t.Errorf("containsWord(%q, %q) = %v, want %v", c.s, c.w, got, c.want)
-		}
+		got := containsWord(c.s, c.w)
+		assert.Truef(t, got == c.want, "containsWord(%q, %q) = %v, want %v", c.s, c.w, got, c.want)
 	}
 }
 
@@ -35,16 +38,12 @@ func TestMarkersStayOutOfTheScript(t *testing.T) {
 	line := exportMarkers(ms)
 	script := scanScript(ms)
 	for _, m := range ms {
-		if strings.Contains(line, m) || strings.Contains(script, m) {
-			t.Errorf("marker %q appears literally in %q or the scan script", m, line)
-		}
+		assert.Truef(t, !strings.Contains(line, m) && !strings.Contains(script, m), "marker %q appears literally in %q or the scan script", m, line)
 	}
 	seen := map[string]bool{}
 	for range 1000 {
 		m := NewMarker()
-		if seen[m] || !markerPattern.MatchString(m) || len(m) != 8 {
-			t.Fatalf("NewMarker returned %q (repeated or malformed)", m)
-		}
+		require.Falsef(t, seen[m] || !markerPattern.MatchString(m) || len(m) != 8, "NewMarker returned %q (repeated or malformed)", m)
 		seen[m] = true
 	}
 }
@@ -53,9 +52,7 @@ func TestMarkersStayOutOfTheScript(t *testing.T) {
 // by its marker and never itself or an unused marker.
 func TestScanProcsFindsExactlyTheMarked(t *testing.T) {
 	e, err := local.New(local.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	s := &suite{timeout: DefaultTimeout}
 	used, unused := NewMarker(), NewMarker()
@@ -65,19 +62,15 @@ func TestScanProcsFindsExactlyTheMarked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	found, err := ScanProcs(ctx, e, used, unused)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Only the sleep carries the marker, not the shell that started it.
 	if len(found[used]) != 1 {
-		t.Errorf("found %v for the marked process, want exactly one PID", found[used])
+		assert.Fail(t, fmt.Sprintf("found %v for the marked process, want exactly one PID", found[used]))
 	}
 	if len(found[unused]) != 0 {
-		t.Errorf("found %v for a marker no process carries (the scanner found itself?)", found[unused])
+		assert.Fail(t, fmt.Sprintf("found %v for a marker no process carries (the scanner found itself?)", found[unused]))
 	}
-	if err := KillMarked(ctx, e, used); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, KillMarked(ctx, e, used))
 	s.waitProcs(t, e, false, used)
 }
 

@@ -2,12 +2,15 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"golang.org/x/sys/unix"
@@ -21,9 +24,7 @@ func benchEnv(b *testing.B, disableCgroup bool) *Env {
 		}
 	}
 	e, err := New(Options{StateDir: b.TempDir(), DisableCgroup: disableCgroup})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { _ = e.Close() })
 	return e
 }
@@ -69,20 +70,16 @@ func BenchmarkOutputThroughput(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				p, err := e.Start(ctx, env.Spec{Command: "head -c 67108864 /dev/zero", Detach: detach})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				r, err := p.Output(ctx, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				n, err := io.Copy(io.Discard, r)
 				if err != nil || n != size {
-					b.Fatalf("read %d bytes, %v", n, err)
+					require.FailNow(b, fmt.Sprintf("read %d bytes, %v", n, err))
 				}
 				_ = r.Close()
 				if _, err := p.Wait(ctx); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 				if detach {
 					_ = p.Remove(ctx)
@@ -121,24 +118,18 @@ func BenchmarkDetachedStartWait(b *testing.B) {
 // remove a detached process's directory.
 func runWhole(ctx context.Context, b *testing.B, e *Env, spec env.Spec) {
 	p, err := e.Start(ctx, spec)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	r, err := p.Output(ctx, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	_ = r.Close()
 	if _, err := p.Wait(ctx); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	if spec.Detach {
-		if err := p.Remove(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Remove(ctx))
 	}
 	_ = p.Release()
 }
@@ -158,9 +149,7 @@ func BenchmarkDetachedExitDetection(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			e := benchEnv(b, !cgroupUsable())
 			fifo := filepath.Join(b.TempDir(), "ended")
-			if err := unix.Mkfifo(fifo, 0o600); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, unix.Mkfifo(fifo, 0o600))
 			ctx := context.Background()
 			var lat []time.Duration
 			for b.Loop() {
@@ -176,16 +165,14 @@ func BenchmarkDetachedExitDetection(b *testing.B) {
 					ended <- time.Now()
 				}()
 				p, err := e.Start(ctx, env.Spec{Command: "sleep 0.02; echo x >'" + fifo + "'", Detach: c.detach})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if _, err := p.Wait(ctx); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 				done := time.Now()
 				at := <-ended
 				if at.IsZero() {
-					b.Fatal("fifo")
+					require.FailNow(b, "fifo")
 				}
 				lat = append(lat, done.Sub(at))
 				if c.detach {

@@ -35,6 +35,13 @@ type tree interface {
 	release()
 }
 
+// statusTree is a tree that knows how its leader ended better than the
+// exit code does: a Windows job that corral terminated gives every member
+// one exit code, which alone would read as a plain exit.
+type statusTree interface {
+	exitStatus(ps *os.ProcessState) env.ExitStatus
+}
+
 // child is a process started without Detach: the supervisor's own child.
 type child struct {
 	env  *Env
@@ -143,12 +150,19 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 		closeAll(closeAfterStart)
 		_ = outRead.Close()
 		c.in.closeFile()
-		return nil, fmt.Errorf("local: start: %w", err)
+		return nil, fmt.Errorf("local: start: %w", shellHint(err))
 	}
 	closeAll(closeAfterStart)
 	c.pid = cmd.Process.Pid
 	if err := t.started(cmd.Process); err != nil {
-		e.log.Warn("tree setup after start failed", "pid", c.pid, "err", err)
+		// A tree that cannot hold the process must not let it run: on
+		// Windows it is still suspended, outside its job.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.abort()
+		_ = outRead.Close()
+		c.in.closeFile()
+		return nil, fmt.Errorf("local: start: %w", err)
 	}
 	c.out = newOutPump(outRead, spec.PTY != nil)
 
@@ -177,7 +191,11 @@ func (c *child) wait() {
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil, errors.As(err, &exitErr):
-		c.status = c.oom.mark(exitStatusOf(c.cmd.ProcessState))
+		st := exitStatusOf(c.cmd.ProcessState)
+		if k, ok := c.tree.(statusTree); ok {
+			st = k.exitStatus(c.cmd.ProcessState)
+		}
+		c.status = c.oom.mark(st)
 	default:
 		c.status = env.NoStatus
 		c.waitErr = fmt.Errorf("local: wait for %d: %w", c.pid, err)

@@ -1,7 +1,10 @@
 package local
 
 import (
+	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
@@ -12,9 +15,7 @@ import (
 func newTestEnvIn(t *testing.T, stateDir string, disableCgroup bool) *Env {
 	t.Helper()
 	e, err := New(Options{StateDir: stateDir, DisableCgroup: disableCgroup})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
@@ -22,6 +23,7 @@ func newTestEnvIn(t *testing.T, stateDir string, disableCgroup bool) *Env {
 // TestConformance runs the shared suite with the mechanism this machine
 // offers (cgroup v2 where usable), pipes and PTY.
 func TestConformance(t *testing.T) {
+	skipOnWindows(t)
 	// One state directory for the whole run: the re-attach cases attach
 	// from a second Environment.
 	stateDir := t.TempDir()
@@ -35,10 +37,20 @@ func TestConformance(t *testing.T) {
 // TestConformanceNoCgroup runs the suite again on the pgroup+scan fallback,
 // so its tree kill (escapees, daemons) is held to the same standard.
 func TestConformanceNoCgroup(t *testing.T) {
+	skipOnWindows(t)
 	stateDir := t.TempDir()
 	envtest.Run(t, envtest.Config{
 		SignalBaseline: envtest.LocalSignalBaseline,
 		New:            func(t *testing.T) env.Environment { return newTestEnvIn(t, stateDir, true) },
 		PTY:            true,
 	})
+}
+
+// skipOnWindows skips the shared suite on Windows: it runs POSIX shell
+// commands and checks POSIX signals, sessions and /proc. Windows has its
+// own tests (*_windows_test.go).
+func skipOnWindows(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the shared POSIX suite does not apply on Windows; see the *_windows_test.go tests")
+	}
 }

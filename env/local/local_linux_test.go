@@ -53,9 +53,7 @@ func marker() string { return fmt.Sprintf("%d.%03d", 5000+rand.IntN(4000), rand.
 func start(t *testing.T, e *Env, spec env.Spec) env.Process {
 	t.Helper()
 	p, err := e.Start(testCtx(t), spec)
-	if err != nil {
-		t.Fatalf("Start(%q): %v", spec.Command, err)
-	}
+	require.NoErrorf(t, err, "Start(%q)", spec.Command)
 	t.Cleanup(func() {
 		_ = p.Signal(context.Background(), env.SIGKILL)
 		_, _ = p.Wait(testCtx(t))
@@ -67,14 +65,10 @@ func start(t *testing.T, e *Env, spec env.Spec) env.Process {
 func readAll(t *testing.T, p env.Process, offset int64) string {
 	t.Helper()
 	r, err := p.Output(testCtx(t), offset)
-	if err != nil {
-		t.Fatalf("Output(%d): %v", offset, err)
-	}
+	require.NoErrorf(t, err, "Output(%d)", offset)
 	defer r.Close()
 	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("reading output: %v (got %q)", err, b)
-	}
+	require.NoErrorf(t, err, "reading output: %v (got %q)", err, b)
 	return string(b)
 }
 
@@ -102,14 +96,10 @@ func TestCapabilities(t *testing.T) {
 		if disableCgroup {
 			want = "pgroup+scan"
 		}
-		if c.TreeKill != want {
-			t.Errorf("TreeKill = %q, want %q", c.TreeKill, want)
-		}
-		if !c.PTY || !c.Resize || !c.Stdin || !c.Reattach || !c.ReattachPTY || c.ReplayOutput || len(c.Notes) == 0 {
-			t.Errorf("Capabilities = %+v", c)
-		}
+		assert.Truef(t, c.TreeKill == want, "TreeKill = %q, want %q", c.TreeKill, want)
+		assert.Truef(t, c.PTY && c.Resize && c.Stdin && c.Reattach && c.ReattachPTY && !c.ReplayOutput && len(c.Notes) != 0, "Capabilities = %+v", c)
 		if e.Name() != "local" {
-			t.Errorf("Name = %q", e.Name())
+			assert.Fail(t, fmt.Sprintf("Name = %q", e.Name()))
 		}
 	})
 }
@@ -124,14 +114,11 @@ func TestCgroupPerProcess(t *testing.T) {
 	defer e.Close()
 	p := start(t, e, env.Spec{Command: "cat /proc/self/cgroup"})
 	out := readAll(t, p, 0)
-	if st := wait(t, p); !st.Success() {
-		t.Fatalf("status %v", st)
-	}
+	st := wait(t, p)
+	require.Truef(t, st.Success(), "status %v", st)
 	re := regexp.MustCompile(`(?m)^0::(` + regexp.QuoteMeta(e.sys.cgroupRel) + `/[0-9a-f]{16})$`)
 	m := re.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("cgroup of the command = %q, want one under %s", out, e.sys.cgroupRel)
-	}
+	require.Truef(t, m != nil, "cgroup of the command = %q, want one under %s", out, e.sys.cgroupRel)
 	dir := filepath.Join(e.sys.cgroupRoot, m[1])
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(dir)
@@ -156,24 +143,16 @@ func TestSecretFiltering(t *testing.T) {
 	} {
 		out := readAll(t, start(t, e, spec), 0)
 		for _, leak := range []string{"ghp_leak", "key_leak", "GITHUB_TOKEN", "FOO_API_KEY"} {
-			if strings.Contains(out, leak) {
-				t.Errorf("pty=%v: %s reached the command:\n%s", spec.PTY != nil, leak, out)
-			}
+			assert.Falsef(t, strings.Contains(out, leak), "pty=%v: %s reached the command:\n%s", spec.PTY != nil, leak, out)
 		}
 		for _, ok := range []string{"ALLOWED_TOKEN=allowed_ok", "PLAIN_VAR=plain_ok", "BAR_SECRET=explicit_ok"} {
-			if !strings.Contains(out, ok) {
-				t.Errorf("pty=%v: %s missing:\n%s", spec.PTY != nil, ok, out)
-			}
+			assert.Truef(t, strings.Contains(out, ok), "pty=%v: %s missing:\n%s", spec.PTY != nil, ok, out)
 		}
-		if strings.Contains(out, shimEnvVar) {
-			t.Errorf("%s leaked into the command", shimEnvVar)
-		}
+		assert.Falsef(t, strings.Contains(out, shimEnvVar), "%s leaked into the command", shimEnvVar)
 	}
 	// Detached commands get the same environment through the shim.
 	out := readAll(t, start(t, e, env.Spec{Command: "env", Env: []string{"BAR_SECRET=explicit_ok", shimEnvVar + "=1:/tmp"}, Detach: true}), 0)
-	if strings.Contains(out, "ghp_leak") || strings.Contains(out, shimEnvVar) || !strings.Contains(out, "BAR_SECRET=explicit_ok") || !strings.Contains(out, "ALLOWED_TOKEN=allowed_ok") {
-		t.Errorf("detached environment wrong:\n%s", out)
-	}
+	assert.Truef(t, !strings.Contains(out, "ghp_leak") && !strings.Contains(out, shimEnvVar) && strings.Contains(out, "BAR_SECRET=explicit_ok") && strings.Contains(out, "ALLOWED_TOKEN=allowed_ok"), "detached environment wrong:\n%s", out)
 }
 
 // TestIdentityCheck attaches to a forged state naming a live stranger's PID
@@ -205,23 +184,18 @@ func TestIdentityCheck(t *testing.T) {
 		p, err := e.Attach(testCtx(t), env.Ref{Env: "local", PID: forged.PID, Data: data})
 		require.NoError(t, err, "Attach")
 		for _, sig := range []env.Signal{env.SIGKILL, env.SIGTERM} {
-			if err := p.Signal(testCtx(t), sig); !errors.Is(err, env.ErrExited) {
-				t.Errorf("Signal(%s) on a reused PID = %v, want ErrExited", sig, err)
-			}
+			err := p.Signal(testCtx(t), sig)
+			assert.Truef(t, errors.Is(err, env.ErrExited), "Signal(%s) on a reused PID = %v, want ErrExited", sig, err)
 		}
 		if surv, err := p.Survivors(testCtx(t)); err != nil || len(surv) != 0 {
-			t.Errorf("Survivors = %v, %v; want none (the PID is a stranger's)", surv, err)
+			assert.Fail(t, fmt.Sprintf("Survivors = %v, %v; want none (the PID is a stranger's)", surv, err))
 		}
-		if err := p.Remove(testCtx(t)); err != nil {
-			t.Errorf("Remove of a dead process's state: %v", err)
-		}
+		assert.NoError(t, p.Remove(testCtx(t)), "Remove of a dead process's state")
 		// Had KILL or TERM reached it, it would not end by our INT now.
 		require.NoError(t, victim.Process.Signal(syscall.SIGINT), "the stranger is gone")
 		err = victim.Wait()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
-			t.Errorf("stranger ended with %v, want SIGINT (ours)", err)
-		}
+		assert.Truef(t, errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT, "stranger ended with %v, want SIGINT (ours)", err)
 
 		// A Ref whose start time disagrees with the recorded state is
 		// refused outright.
@@ -230,7 +204,7 @@ func TestIdentityCheck(t *testing.T) {
 		require.NoError(t, writeJSONAtomic(filepath.Join(dir, fileState), forged))
 		data, _ = json.Marshal(refData{ID: id, Dir: dir, PID: forged.PID, StartTime: st.StartTime + 7})
 		if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
-			t.Errorf("Attach with a wrong start time = %v, want ErrNotFound", err)
+			assert.Fail(t, fmt.Sprintf("Attach with a wrong start time = %v, want ErrNotFound", err))
 		}
 	})
 }
@@ -253,13 +227,12 @@ func TestAttachValidatesRef(t *testing.T) {
 	for name, ref := range cases {
 		if p, err := e.Attach(testCtx(t), ref); err == nil {
 			_ = p.Release()
-			t.Errorf("%s: Attach succeeded", name)
+			assert.Fail(t, fmt.Sprintf("%s: Attach succeeded", name))
 		}
 	}
 	data := mustJSON(t, refData{ID: id, Dir: filepath.Join(stateDir, id), PID: 1})
-	if _, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data}); !errors.Is(err, env.ErrNotFound) {
-		t.Errorf("missing directory: %v, want ErrNotFound", err)
-	}
+	_, err := e.Attach(testCtx(t), env.Ref{Env: "local", Data: data})
+	assert.Truef(t, errors.Is(err, env.ErrNotFound), "missing directory: %v, want ErrNotFound", err)
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
@@ -291,27 +264,25 @@ func TestReattachAfterSupervisorKilled(t *testing.T) {
 				require.NoError(t, err, "Attach")
 				defer p.Release()
 				if _, err := p.Write(testCtx(t), []byte("hello\n")); err != nil {
-					t.Fatalf("Write: %v", err)
+					require.FailNow(t, fmt.Sprintf("Write: %v", err))
 				}
 				require.NoError(t, p.CloseStdin(testCtx(t)), "CloseStdin")
 				if got := readAll(t, p, 0); got != "start\ngot hello\n" {
-					t.Errorf("output = %q", got)
+					assert.Fail(t, fmt.Sprintf("output = %q", got))
 				}
-				if got := readAll(t, p, 6); got != "got hello\n" {
-					t.Errorf("output from offset 6 = %q", got)
-				}
-				if st := wait(t, p); st != tc.want {
-					t.Errorf("status = %v, want %v", st, tc.want)
-				}
+				got := readAll(t, p, 6)
+				assert.Truef(t, got == "got hello\n", "output from offset 6 = %q", got)
+				st := wait(t, p)
+				assert.Truef(t, st == tc.want, "status = %v, want %v", st, tc.want)
 				if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
-					t.Errorf("Signal after exit = %v, want ErrExited", err)
+					assert.Fail(t, fmt.Sprintf("Signal after exit = %v, want ErrExited", err))
 				}
 				if _, err := p.Write(testCtx(t), []byte("x")); !errors.Is(err, env.ErrStdinClosed) {
-					t.Errorf("Write after CloseStdin = %v, want ErrStdinClosed", err)
+					assert.Fail(t, fmt.Sprintf("Write after CloseStdin = %v, want ErrStdinClosed", err))
 				}
 				require.NoError(t, p.Remove(testCtx(t)), "Remove")
 				if _, err := e.Attach(testCtx(t), ref); !errors.Is(err, env.ErrNotFound) {
-					t.Errorf("Attach after Remove = %v, want ErrNotFound", err)
+					assert.Fail(t, fmt.Sprintf("Attach after Remove = %v, want ErrNotFound", err))
 				}
 			})
 		}
@@ -335,18 +306,14 @@ func runHelper(t *testing.T, stateDir string, disableCgroup bool, command string
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		t.Fatalf("helper printed no ref: %v", err)
+		require.FailNow(t, fmt.Sprintf("helper printed no ref: %v", err))
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	err = cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("helper ended with %v, want SIGKILL", err)
-	}
+	require.Truef(t, errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL, "helper ended with %v, want SIGKILL", err)
 	var ref env.Ref
-	if err := json.Unmarshal(line, &ref); err != nil {
-		t.Fatalf("helper ref %q: %v", line, err)
-	}
+	require.NoErrorf(t, json.Unmarshal(line, &ref), "helper ref %q", line)
 	return ref
 }
 
@@ -361,15 +328,13 @@ func TestKillRacingExit(t *testing.T) {
 			p, err := e.Start(testCtx(t), env.Spec{Command: "exit 7"})
 			require.NoError(t, err)
 			sigErr := p.Signal(testCtx(t), env.SIGKILL)
-			if sigErr != nil && !errors.Is(sigErr, env.ErrExited) {
-				t.Fatalf("round %d: Signal = %v", i, sigErr)
-			}
+			require.Truef(t, sigErr == nil || errors.Is(sigErr, env.ErrExited), "round %d: Signal = %v", i, sigErr)
 			st := wait(t, p)
 			switch {
 			case st == env.Exited(7):
 			case st == env.Signaled(env.SIGKILL) && sigErr == nil:
 			default:
-				t.Fatalf("round %d: status %v after Signal returned %v", i, st, sigErr)
+				require.FailNow(t, fmt.Sprintf("round %d: status %v after Signal returned %v", i, st, sigErr))
 			}
 			_ = p.Release()
 		}
@@ -385,21 +350,17 @@ func TestGrandchildHoldsOutput(t *testing.T) {
 		defer e.Close()
 		for _, pty := range []*env.WindowSize{nil, {Rows: 24, Cols: 80}} {
 			p := start(t, e, env.Spec{Command: "sleep " + marker() + " & echo done", PTY: pty})
-			if got := readAll(t, p, 0); strings.TrimSpace(got) != "done" {
-				t.Errorf("pty=%v: output %q", pty != nil, got)
-			}
-			if st := wait(t, p); !st.Success() {
-				t.Errorf("status %v", st)
-			}
+			got := readAll(t, p, 0)
+			assert.Truef(t, strings.TrimSpace(got) == "done", "pty=%v: output %q", pty != nil, got)
+			st := wait(t, p)
+			assert.Truef(t, st.Success(), "status %v", st)
 			surv, err := p.Survivors(testCtx(t))
 			if err != nil || len(surv) == 0 {
 				// On a PTY the hangup of the session may end the sleep.
-				if pty == nil {
-					t.Fatalf("Survivors = %v, %v; want the sleeping grandchild", surv, err)
-				}
+				require.Truef(t, pty != nil, "Survivors = %v, %v; want the sleeping grandchild", surv, err)
 			}
 			if err := p.Signal(testCtx(t), env.SIGKILL); !errors.Is(err, env.ErrExited) {
-				t.Errorf("Signal after exit = %v, want ErrExited", err)
+				assert.Fail(t, fmt.Sprintf("Signal after exit = %v, want ErrExited", err))
 			}
 			ctx := testCtx(t)
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -415,15 +376,13 @@ func TestLiveOutputOpensOnce(t *testing.T) {
 	e := newTestEnv(t, false)
 	defer e.Close()
 	p := start(t, e, env.Spec{Command: "echo 0123456789"})
-	if got := readAll(t, p, 4); got != "456789\n" {
-		t.Errorf("output from offset 4 = %q", got)
-	}
+	got := readAll(t, p, 4)
+	assert.Truef(t, got == "456789\n", "output from offset 4 = %q", got)
 	if _, err := p.Output(testCtx(t), 0); !errors.Is(err, env.ErrUnsupported) {
-		t.Errorf("second Output = %v, want ErrUnsupported", err)
+		assert.Fail(t, fmt.Sprintf("second Output = %v, want ErrUnsupported", err))
 	}
-	if _, err := p.Ref(); !errors.Is(err, env.ErrUnsupported) {
-		t.Errorf("Ref of a non-detached process = %v, want ErrUnsupported", err)
-	}
+	_, err := p.Ref()
+	assert.Truef(t, errors.Is(err, env.ErrUnsupported), "Ref of a non-detached process = %v, want ErrUnsupported", err)
 }
 
 func TestDetachedRules(t *testing.T) {
@@ -436,35 +395,31 @@ func TestDetachedRules(t *testing.T) {
 	r, err := p.Output(testCtx(t), 0)
 	require.NoError(t, err)
 	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
-		t.Fatalf("first output %q, %v", b, err)
+		require.FailNow(t, fmt.Sprintf("first output %q, %v", b, err))
 	}
 	_ = r.Close()
 	if err := p.Remove(testCtx(t)); err == nil {
-		t.Fatal("Remove of a running process succeeded")
+		require.FailNow(t, "Remove of a running process succeeded")
 	}
 	if err := p.Resize(testCtx(t), env.WindowSize{Rows: 2, Cols: 2}); !errors.Is(err, env.ErrUnsupported) {
-		t.Errorf("Resize = %v, want ErrUnsupported", err)
+		assert.Fail(t, fmt.Sprintf("Resize = %v, want ErrUnsupported", err))
 	}
 	require.NoError(t, p.Signal(testCtx(t), env.SIGTERM))
-	if st := wait(t, p); st != env.Signaled(env.SIGTERM) {
-		t.Errorf("status %v", st)
-	}
+	st := wait(t, p)
+	assert.Truef(t, st == env.Signaled(env.SIGTERM), "status %v", st)
 	// Replay: any number of streams from any offset.
 	for range 2 {
-		if got := readAll(t, p, 1); got != "p\n" {
-			t.Errorf("output from 1 = %q", got)
-		}
+		got := readAll(t, p, 1)
+		assert.Truef(t, got == "p\n", "output from 1 = %q", got)
 	}
 	require.NoError(t, p.Remove(testCtx(t)))
-	if err := p.Release(); err != nil {
-		t.Errorf("Release after Remove: %v", err)
-	}
+	assert.NoError(t, p.Release(), "Release after Remove")
 	if _, err := p.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
-		t.Errorf("Wait after Remove = %v, want ErrReleased", err)
+		assert.Fail(t, fmt.Sprintf("Wait after Remove = %v, want ErrReleased", err))
 	}
 	require.NoError(t, e.Close())
 	if _, err := e.Start(testCtx(t), env.Spec{Command: "true"}); !errors.Is(err, env.ErrReleased) {
-		t.Errorf("Start after Close = %v, want ErrReleased", err)
+		assert.Fail(t, fmt.Sprintf("Start after Close = %v, want ErrReleased", err))
 	}
 }
 
@@ -483,10 +438,10 @@ func TestCloseKeepsDetached(t *testing.T) {
 		pt := plain.(*child).tree
 		require.NoError(t, e.Close())
 		if _, err := plain.Wait(testCtx(t)); !errors.Is(err, env.ErrReleased) {
-			t.Errorf("Wait after Close = %v, want ErrReleased", err)
+			assert.Fail(t, fmt.Sprintf("Wait after Close = %v, want ErrReleased", err))
 		}
 		if surv, err := pt.survivors(false); err != nil || len(surv) != 0 {
-			t.Errorf("non-detached tree survived Close: %v %v", surv, err)
+			assert.Fail(t, fmt.Sprintf("non-detached tree survived Close: %v %v", surv, err))
 		}
 		e2 := newTestEnvIn(t, stateDir, disableCgroup)
 		defer e2.Close()
@@ -494,14 +449,12 @@ func TestCloseKeepsDetached(t *testing.T) {
 		require.NoError(t, err)
 		defer p.Release()
 		if _, err := p.Write(testCtx(t), []byte("still-here\n")); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
-		if got := readAll(t, p, 0); got != "still-here\n" {
-			t.Errorf("output %q", got)
-		}
-		if st := wait(t, p); !st.Success() {
-			t.Errorf("status %v", st)
-		}
+		got := readAll(t, p, 0)
+		assert.Truef(t, got == "still-here\n", "output %q", got)
+		st := wait(t, p)
+		assert.Truef(t, st.Success(), "status %v", st)
 	})
 }
 
@@ -518,22 +471,19 @@ func TestStdinDeadlineDoesNotStick(t *testing.T) {
 		p := start(t, e, spec)
 		short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		if _, err := p.Write(short, []byte("one\n")); err != nil {
-			t.Fatalf("first Write: %v", err)
+			require.FailNow(t, fmt.Sprintf("first Write: %v", err))
 		}
 		<-short.Done()
 		cancel()
 		if _, err := p.Write(context.Background(), []byte("two\n")); err != nil {
-			t.Fatalf("pty=%v detach=%v: Write after an earlier deadline passed: %v", spec.PTY != nil, spec.Detach, err)
+			require.FailNow(t, fmt.Sprintf("pty=%v detach=%v: Write after an earlier deadline passed: %v", spec.PTY != nil, spec.Detach, err))
 		}
-		if got := strings.ReplaceAll(readAll(t, p, 0), "\r", ""); !strings.HasSuffix(got, "one\ntwo\n") {
-			t.Errorf("output %q", got)
-		}
-		if st := wait(t, p); !st.Success() {
-			t.Errorf("status %v", st)
-		}
-		if _, err := p.Write(context.Background(), []byte("x")); !errors.Is(err, env.ErrExited) {
-			t.Errorf("Write after exit = %v, want ErrExited", err)
-		}
+		got := strings.ReplaceAll(readAll(t, p, 0), "\r", "")
+		assert.Truef(t, strings.HasSuffix(got, "one\ntwo\n"), "output %q", got)
+		st := wait(t, p)
+		assert.Truef(t, st.Success(), "status %v", st)
+		_, err := p.Write(context.Background(), []byte("x"))
+		assert.Truef(t, errors.Is(err, env.ErrExited), "Write after exit = %v, want ErrExited", err)
 	}
 }
 
@@ -561,9 +511,8 @@ func TestAttachAcrossMechanisms(t *testing.T) {
 			assert.Len(c, surv, 2)
 		}, condWait, condPoll, "waiting for Survivors to show two processes in the tree")
 		require.NoError(t, p.Signal(testCtx(t), env.SIGKILL))
-		if st := wait(t, p); st != env.Signaled(env.SIGKILL) {
-			t.Errorf("status %v", st)
-		}
+		st := wait(t, p)
+		assert.Truef(t, st == env.Signaled(env.SIGKILL), "status %v", st)
 		ctx = testCtx(t)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			surv, err := p.Survivors(ctx)
@@ -584,19 +533,16 @@ func TestShimLost(t *testing.T) {
 	r, err := p.Output(testCtx(t), 0)
 	require.NoError(t, err)
 	if b, err := io.ReadAll(io.LimitReader(r, 3)); err != nil || string(b) != "up\n" {
-		t.Fatalf("first output %q, %v", b, err)
+		require.FailNow(t, fmt.Sprintf("first output %q, %v", b, err))
 	}
 	_ = r.Close()
 	require.NoError(t, syscall.Kill(d.st.ShimPID, syscall.SIGKILL))
 	if _, err := p.Wait(testCtx(t)); err == nil || !strings.Contains(err.Error(), "shim") {
-		t.Errorf("Wait after the shim died = %v, want an error naming the shim", err)
+		assert.Fail(t, fmt.Sprintf("Wait after the shim died = %v, want an error naming the shim", err))
 	}
-	if got := readAll(t, p, 0); got != "up\n" {
-		t.Errorf("output %q", got)
-	}
-	if err := p.Signal(testCtx(t), env.SIGKILL); err != nil {
-		t.Errorf("Signal: %v", err)
-	}
+	got := readAll(t, p, 0)
+	assert.Truef(t, got == "up\n", "output %q", got)
+	assert.NoError(t, p.Signal(testCtx(t), env.SIGKILL), "Signal")
 	ctx := testCtx(t)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		surv, err := p.Survivors(ctx)
@@ -617,9 +563,7 @@ func TestCloseKillsReleased(t *testing.T) {
 	select {
 	case <-c.done:
 	default:
-		t.Fatal("Close returned while the released process still runs")
+		require.FailNow(t, "Close returned while the released process still runs")
 	}
-	if c.status != env.Signaled(env.SIGKILL) {
-		t.Errorf("status %v, want SIGKILL", c.status)
-	}
+	assert.Truef(t, c.status == env.Signaled(env.SIGKILL), "status %v, want SIGKILL", c.status)
 }

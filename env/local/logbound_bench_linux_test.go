@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 )
 
@@ -19,9 +21,7 @@ func BenchmarkDetachedLogBound(b *testing.B) {
 	}{{"corral", 0}, {"baseline", -1}} {
 		b.Run(c.name, func(b *testing.B) {
 			e, err := New(Options{StateDir: b.TempDir(), DisableCgroup: !cgroupUsable(), LogMax: c.logMax})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.Cleanup(func() { _ = e.Close() })
 			ctx := context.Background()
 			b.SetBytes(size)

@@ -45,7 +45,7 @@ func TestDetachedLogBounded(t *testing.T) {
 	for {
 		k, err := r.Read(buf)
 		if i := bytes.IndexByte(buf[:k], 0); i >= 0 {
-			t.Fatalf("the stream read a NUL at offset %d: it was dropped before it was read", n+int64(i))
+			require.FailNow(t, fmt.Sprintf("the stream read a NUL at offset %d: it was dropped before it was read", n+int64(i)))
 		}
 		n += int64(k)
 		if err == io.EOF {

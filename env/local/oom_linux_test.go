@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
-	"github.com/corralhq/corral/internal/memcgtest"
+	"github.com/corralhq/corral/internal/testing/memcgtest"
 )
 
 // TestFindOOMRecord checks where the record of OOM kills is looked for,
@@ -110,6 +110,8 @@ func TestOOMCounterMarks(t *testing.T) {
 // TestOOMKilledInMemoryCgroup, run inside the test's memory cgroup: it
 // runs the cases in order and prints each one's status as a JSON line.
 const oomHelperEnvVar = "CORRAL_LOCAL_TEST_OOM"
+
+func init() { helperRoles[oomHelperEnvVar] = oomHelperMain }
 
 type oomResult struct {
 	Name   string         `json:"name"`

@@ -4,11 +4,13 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +23,7 @@ func TestPumpLateReaderKeepsOutput(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	if _, err := w.WriteString("written before exit\n"); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	p := newOutPump(r, false)
 	p.processExited()
@@ -31,9 +33,7 @@ func TestPumpLateReaderKeepsOutput(t *testing.T) {
 	got, err := io.ReadAll(s)
 	<-p.ended
 	p.closeFile()
-	if err != nil || string(got) != "written before exit\n" {
-		t.Fatalf("read %q, %v", got, err)
-	}
+	require.Truef(t, err == nil && string(got) == "written before exit\n", "read %q, %v", got, err)
 }
 
 // TestPumpBackpressure: without a reader the pump holds at most
@@ -60,19 +60,13 @@ func TestPumpBackpressure(t *testing.T) {
 		return p.w-p.r >= maxPending
 	}, 30*time.Second, 5*time.Millisecond, "waiting for the pump to stop reading at its bound")
 	p.mu.Lock()
-	if p.w-p.r > maxPending {
-		t.Errorf("pump buffered %d bytes without a reader, bound is %d", p.w-p.r, maxPending)
-	}
+	assert.Truef(t, p.w-p.r <= maxPending, "pump buffered %d bytes without a reader, bound is %d", p.w-p.r, maxPending)
 	p.mu.Unlock()
 	got, err := io.ReadAll(p.open(context.Background(), 0))
 	<-p.ended
 	p.closeFile()
-	if err != nil || len(got) != total {
-		t.Fatalf("read %d bytes, %v", len(got), err)
-	}
+	require.Truef(t, err == nil && len(got) == total, "read %d bytes, %v", len(got), err)
 	for i, b := range got {
-		if b != byte(i%251) {
-			t.Fatalf("byte %d = %d, want %d", i, b, i%251)
-		}
+		require.Truef(t, b == byte(i%251), "byte %d = %d, want %d", i, b, i%251)
 	}
 }

@@ -2,9 +2,12 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/shellquote"
@@ -29,9 +32,7 @@ func BenchmarkListeners(b *testing.B) {
 			port := freePort(b)
 			p, err := e.Start(ctx, env.Spec{Command: shellquote.Quote(busybox) + " httpd -f -p 127.0.0.1:" + strconv.Itoa(port) +
 				" -h " + shellquote.Quote(b.TempDir()) + " & sleep 1000 & sleep 1000 & wait"})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.Cleanup(func() {
 				_ = p.Signal(ctx, env.SIGKILL)
 				_, _ = p.Wait(ctx)
@@ -40,9 +41,7 @@ func BenchmarkListeners(b *testing.B) {
 			pl := p.(env.PortLister)
 			for {
 				ls, err := pl.Listeners(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if len(ls) == 1 {
 					break
 				}
@@ -50,7 +49,7 @@ func BenchmarkListeners(b *testing.B) {
 			for b.Loop() {
 				ls, err := pl.Listeners(ctx)
 				if err != nil || len(ls) != 1 {
-					b.Fatalf("Listeners = %v, %v", ls, err)
+					require.FailNow(b, fmt.Sprintf("Listeners = %v, %v", ls, err))
 				}
 			}
 		})
@@ -59,9 +58,8 @@ func BenchmarkListeners(b *testing.B) {
 		e := benchEnv(b, true)
 		ctx := context.Background()
 		for b.Loop() {
-			if _, err := e.Listeners(ctx); err != nil {
-				b.Fatal(err)
-			}
+			_, err := e.Listeners(ctx)
+			require.NoError(b, err)
 		}
 	})
 }

@@ -23,7 +23,7 @@ func TestCheckURL(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	e := newTestEnvIn(t, t.TempDir(), true)
+	e := newTestEnvIn(t, testTempDir(t), true)
 	ctx := context.Background()
 
 	for path, want := range map[string]int{"/ok": 200, "/missing": 404, "/moved": 302} {
@@ -60,7 +60,7 @@ func TestCheckURLIgnoresProxy(t *testing.T) {
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
 	t.Setenv("http_proxy", "http://127.0.0.1:1")
 	t.Setenv("NO_PROXY", "")
-	e := newTestEnvIn(t, t.TempDir(), true)
+	e := newTestEnvIn(t, testTempDir(t), true)
 	got, err := e.CheckURL(context.Background(), srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTeapot, got)

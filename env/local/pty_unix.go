@@ -76,6 +76,9 @@ func resizePTY(master *os.File, size env.WindowSize) error {
 
 func shellPath() string { return "/bin/sh" }
 
+// shellHint: every Unix has /bin/sh, so a failed start says enough.
+func shellHint(err error) error { return err }
+
 // sysSignal maps a portable signal name to this system's number.
 func sysSignal(sig env.Signal) (syscall.Signal, error) {
 	if !sig.Valid() {

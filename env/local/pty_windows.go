@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,16 @@ func setPTYAttrs(*exec.Cmd) {}
 
 func resizePTY(*os.File, env.WindowSize) error {
 	return fmt.Errorf("no PTY on windows: %w", env.ErrUnsupported)
+}
+
+// shellHint adds what to do to a start that found no sh: Windows has none
+// of its own, and "executable file not found in %PATH%" does not say
+// that corral needs one.
+func shellHint(err error) error {
+	if errors.Is(err, exec.ErrNotFound) {
+		return fmt.Errorf("%w: corral runs every command under sh -c; install Git for Windows (or MSYS2) and put its sh on PATH", err)
+	}
+	return err
 }
 
 // shellPath finds a POSIX sh (Git for Windows, MSYS2); the contract runs

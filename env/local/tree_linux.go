@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -379,14 +380,28 @@ type member struct {
 // live, or a tagged process is in it (a group whose every member died can
 // have its number reused by a stranger).
 func (t *scanTree) scan(leaderLive bool) ([]member, bool, error) {
-	entries, err := os.ReadDir("/proc")
+	found, groupOurs, err := scanTrees([]*scanTree{t}, []bool{leaderLive})
 	if err != nil {
 		return nil, false, err
 	}
+	return found[0], groupOurs[0], nil
+}
+
+// scanTrees is scan for several trees in one pass over /proc: each
+// process's stat and environment are read once, whatever the number of
+// trees (TreeStats measures every tree at once).
+func scanTrees(ts []*scanTree, leaderLive []bool) ([][]member, []bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, nil, err
+	}
 	self := os.Getpid()
-	needle := []byte(t.tag + "=")
-	var found []member
-	groupOurs := leaderLive
+	needles := make([][]byte, len(ts))
+	for k, t := range ts {
+		needles[k] = []byte(t.tag + "=")
+	}
+	found := make([][]member, len(ts))
+	groupOurs := slices.Clone(leaderLive)
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -396,23 +411,29 @@ func (t *scanTree) scan(leaderLive bool) ([]member, bool, error) {
 		if err != nil || st.Exited() {
 			continue
 		}
-		tagged := hasEnvVar(pid, needle)
-		if !tagged && (t.pgid == 0 || st.PGID != t.pgid) {
+		environ, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		for k, t := range ts {
+			tagged := environHas(environ, needles[k])
+			if !tagged && (t.pgid == 0 || st.PGID != t.pgid) {
+				continue
+			}
+			if tagged && st.PGID == t.pgid {
+				groupOurs[k] = true
+			}
+			found[k] = append(found[k], member{pid: pid, pgid: st.PGID, tagged: tagged})
+		}
+	}
+	for k := range found {
+		if groupOurs[k] {
 			continue
 		}
-		if tagged && st.PGID == t.pgid {
-			groupOurs = true
-		}
-		found = append(found, member{pid: pid, pgid: st.PGID, tagged: tagged})
-	}
-	if !groupOurs {
-		kept := found[:0]
-		for _, m := range found {
+		kept := found[k][:0]
+		for _, m := range found[k] {
 			if m.tagged {
 				kept = append(kept, m)
 			}
 		}
-		found = kept
+		found[k] = kept
 	}
 	return found, groupOurs, nil
 }
@@ -460,9 +481,12 @@ func (t *scanTree) survivors(leaderLive bool) ([]int, error) {
 // needle ("NAME=").
 func hasEnvVar(pid int, needle []byte) bool {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
+	return err == nil && environHas(data, needle)
+}
+
+// environHas reports whether an environ block (NUL-separated entries) has
+// an entry starting with needle ("NAME=").
+func environHas(data, needle []byte) bool {
 	if bytes.HasPrefix(data, needle) {
 		return true
 	}

@@ -3,6 +3,9 @@ package nohup_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
 )
@@ -25,12 +28,8 @@ func TestExitStatus(t *testing.T) {
 		for _, c := range cases {
 			p := start(t, e, env.Spec{Command: c.cmd})
 			got, err := p.Wait(testCtx(t))
-			if err != nil {
-				t.Fatalf("%q: Wait: %v", c.cmd, err)
-			}
-			if got != c.want {
-				t.Errorf("%q: got %v, want %v", c.cmd, got, c.want)
-			}
+			require.NoErrorf(t, err, "%q: Wait", c.cmd)
+			assert.Truef(t, got == c.want, "%q: got %v, want %v", c.cmd, got, c.want)
 		}
 	})
 }

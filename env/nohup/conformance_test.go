@@ -3,6 +3,9 @@ package nohup_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
 	"github.com/corralhq/corral/env/nohup"
@@ -39,9 +42,7 @@ func TestConformanceResident(t *testing.T) {
 			tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env, Resident: true}
 			// Cleanups run after the suite's parallel subtests.
 			t.Cleanup(func() {
-				if tr.Residents() == 0 {
-					t.Error("no resident shell was started: the suite ran without them")
-				}
+				assert.True(t, tr.Residents() != 0, "no resident shell was started: the suite ran without them")
 			})
 			conformance(t, sh, base, tr, nil)
 		})
@@ -77,9 +78,7 @@ func conformance(t *testing.T, sh nohuptest.Shell, base string, tr *nohuptest.Lo
 		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: base, Shell: sh.Path})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return e
 		},
 	})

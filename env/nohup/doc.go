@@ -1,10 +1,12 @@
-// Package nohup wraps each sandbox command with pid, exit and log files and polls them (no nohup(1)).
+// Package nohup wraps each sandbox command with pid, exit and log files and follows them (no nohup(1)).
 //
 // It is the wrapped-process engine shared by every sandbox backend: given a
 // Transport that runs short sh scripts inside the sandbox, it implements
 // env.Environment by running each command as the leader of a new session
-// (setsid) with pid, log and exit files in a private directory, polling them
-// by byte offset, and signalling the process tree inside the sandbox. It
+// (setsid) with pid, log and exit files in a private directory, following
+// them by byte offset (a long-lived call per reader that sends the log as
+// it grows and the exit as soon as it is seen; polling where no such call
+// fits), and signalling the process tree inside the sandbox. It
 // does not use nohup(1); see "Why no nohup(1)" below.
 //
 // # Inside the sandbox
@@ -213,6 +215,14 @@
 //     (1s) passed, or, with no slot free, one look paced by Poll (Min,
 //     growing by Factor to Max; new output and Signal reset it), as are
 //     all polls when LongPoll < 0.
+//
+// # Stats
+//
+// Env.TreeStats (stats.go, sh/stats.sh) implements env.TreeStatter: one
+// call (corral_treestats) finds every tree as TreeListeners does and sums
+// each member's /proc/PID/stat CPU times, VmRSS and io bytes with shell
+// builtins, one line per tree; Go decodes it. An unreadable io file (another
+// user's process) marks the tree's io Missing.
 //
 // # Ports
 //

@@ -41,19 +41,15 @@ func TestOutputBytesOnTheWire(t *testing.T) {
 	before := tr.OutBytes()
 	p := start(t, e, env.Spec{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' 'x'", size)})
 	if st, err := p.Wait(testCtx(t)); err != nil || !st.Success() {
-		t.Fatalf("Wait = %v, %v", st, err)
+		require.FailNow(t, fmt.Sprintf("Wait = %v, %v", st, err))
 	}
 	r, err := p.Output(testCtx(t), 0)
 	require.NoError(t, err)
 	n, err := io.Copy(io.Discard, r)
 	r.Close()
-	if err != nil || n != size {
-		t.Fatalf("read %d bytes, %v; want %d", n, err, size)
-	}
+	require.Truef(t, err == nil && n == size, "read %d bytes, %v; want %d", n, err, size)
 	moved := tr.OutBytes() - before
-	if moved < size || moved > size+size/100 {
-		t.Fatalf("%d bytes crossed the transport to read %d (want at most 1%% overhead)", moved, size)
-	}
+	require.Truef(t, moved >= size && moved <= size+size/100, "%d bytes crossed the transport to read %d (want at most 1%% overhead)", moved, size)
 	t.Logf("%d bytes crossed the transport for %d bytes of output", moved, size)
 }
 
@@ -81,7 +77,7 @@ func TestOutputResumesWithoutGapOrDuplicate(t *testing.T) {
 			fmt.Fprintf(&want, "line %d\n", i)
 		}
 		if !bytes.Equal(got, want.Bytes()) {
-			t.Fatalf("resumed output differs: got %d bytes, want %d", len(got), want.Len())
+			require.FailNow(t, fmt.Sprintf("resumed output differs: got %d bytes, want %d", len(got), want.Len()))
 		}
 	})
 }
@@ -92,31 +88,28 @@ func TestStdin(t *testing.T) {
 		ctx := testCtx(t)
 		p := start(t, e, env.Spec{Command: "cat; echo done", Stdin: true})
 		for _, s := range []string{"a'b\n", "$(x)\n", "\x00\xff\n"} {
-			if n, err := p.Write(ctx, []byte(s)); err != nil || n != len(s) {
-				t.Fatalf("Write(%q) = %d, %v", s, n, err)
-			}
+			n, err := p.Write(ctx, []byte(s))
+			require.Truef(t, err == nil && n == len(s), "Write(%q) = %d, %v", s, n, err)
 		}
 		require.NoError(t, p.CloseStdin(ctx))
 		require.NoError(t, p.CloseStdin(ctx), "second CloseStdin")
 		if _, err := p.Write(ctx, []byte("late")); !errors.Is(err, env.ErrStdinClosed) {
-			t.Fatalf("Write after CloseStdin = %v, want ErrStdinClosed", err)
+			require.FailNow(t, fmt.Sprintf("Write after CloseStdin = %v, want ErrStdinClosed", err))
 		}
 		if st, err := p.Wait(ctx); err != nil || !st.Success() {
-			t.Fatalf("Wait = %v, %v", st, err)
+			require.FailNow(t, fmt.Sprintf("Wait = %v, %v", st, err))
 		}
 		if got, want := string(readAll(t, p, 0)), "a'b\n$(x)\n\x00\xff\ndone\n"; got != want {
-			t.Fatalf("output %q, want %q", got, want)
+			require.FailNow(t, fmt.Sprintf("output %q, want %q", got, want))
 		}
 		if _, err := p.Write(ctx, []byte("x")); !errors.Is(err, env.ErrStdinClosed) && !errors.Is(err, env.ErrExited) {
-			t.Fatalf("Write after exit = %v", err)
+			require.FailNow(t, fmt.Sprintf("Write after exit = %v", err))
 		}
 		q := start(t, e, env.Spec{Command: "cat; echo eof"})
-		if _, err := q.Write(ctx, []byte("x")); !errors.Is(err, env.ErrStdinClosed) {
-			t.Fatalf("Write without Spec.Stdin = %v, want ErrStdinClosed", err)
-		}
-		if got := string(readAll(t, q, 0)); got != "eof\n" {
-			t.Fatalf("no-stdin process read %q, want EOF at once", got)
-		}
+		_, err := q.Write(ctx, []byte("x"))
+		require.Truef(t, errors.Is(err, env.ErrStdinClosed), "Write without Spec.Stdin = %v, want ErrStdinClosed", err)
+		got := string(readAll(t, q, 0))
+		require.Truef(t, got == "eof\n", "no-stdin process read %q, want EOF at once", got)
 	})
 }
 
@@ -141,9 +134,7 @@ func TestSignalReachesEscapees(t *testing.T) {
 		}
 		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		st, err := p.Wait(ctx)
-		if err != nil || st.Signal != env.SIGTERM {
-			t.Fatalf("Wait = %v, %v; want killed by TERM", st, err)
-		}
+		require.Truef(t, err == nil && st.Signal == env.SIGTERM, "Wait = %v, %v; want killed by TERM", st, err)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			var left []int
 			if left, err = p.Survivors(ctx); err != nil {
@@ -154,7 +145,7 @@ func TestSignalReachesEscapees(t *testing.T) {
 		}, testTimeout, 20*time.Millisecond, "waiting for the tree to be gone")
 		require.NoError(t, err, "Survivors")
 		if err := p.Signal(ctx, env.SIGTERM); !errors.Is(err, env.ErrExited) {
-			t.Fatalf("Signal after exit = %v, want ErrExited", err)
+			require.FailNow(t, fmt.Sprintf("Signal after exit = %v, want ErrExited", err))
 		}
 	})
 }
@@ -188,11 +179,9 @@ func TestSpecErrors(t *testing.T) {
 	ctx := testCtx(t)
 	_, err := e.Start(ctx, env.Spec{Command: "true", Dir: "/nonexistent/corral-nohup"})
 	var se *env.SpecError
-	if !errors.As(err, &se) || se.Field != "Dir" || !errors.Is(err, env.ErrDirNotFound) || !errors.Is(err, env.ErrInvalidSpec) {
-		t.Fatalf("missing Dir: %v", err)
-	}
+	require.Truef(t, errors.As(err, &se) && se.Field == "Dir" && errors.Is(err, env.ErrDirNotFound) && errors.Is(err, env.ErrInvalidSpec), "missing Dir: %v", err)
 	if _, err := e.Start(ctx, env.Spec{Command: ""}); !errors.Is(err, env.ErrInvalidSpec) {
-		t.Fatalf("empty command: %v", err)
+		require.FailNow(t, fmt.Sprintf("empty command: %v", err))
 	}
 	// A PTY without script or python3 in the sandbox: TestPTYMissing.
 	// A relative Dir that looks like an option or "-" is a directory name.
@@ -203,9 +192,24 @@ func TestSpecErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer e2.Close()
 	p := start(t, e2, env.Spec{Command: "pwd", Dir: "-"})
-	if got := string(readAll(t, p, 0)); got != wd+"/-\n" {
-		t.Fatalf("pwd in Dir \"-\" = %q", got)
-	}
+	got := string(readAll(t, p, 0))
+	require.Truef(t, got == wd+"/-\n", "pwd in Dir \"-\" = %q", got)
+}
+
+// TestStartWithoutStateDir: a base directory the launcher cannot create
+// (here under a file) is refused as such, saying what to do, not as an
+// unknown reply of the wrapper.
+func TestStartWithoutStateDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
+	e, err := nohup.New(tr, nohup.Options{Name: "nostate", BaseDir: file + "/state"})
+	require.NoError(t, err)
+	defer e.Close()
+	_, err = e.Start(testCtx(t), env.Spec{Command: "true"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "cannot create or write a process directory under "+file+"/state")
+	require.NotContains(t, err.Error(), "wrapper failed")
 }
 
 // dirTransport runs scripts in a chosen working directory, like a
@@ -231,11 +235,11 @@ func TestReattachAndRemove(t *testing.T) {
 		ref, err := p.Ref()
 		require.NoError(t, err)
 		if err := p.Remove(ctx); err == nil {
-			t.Fatal("Remove of a running process succeeded")
+			require.FailNow(t, "Remove of a running process succeeded")
 		}
 		e1.Close()
 		if _, err := p.Wait(ctx); !errors.Is(err, env.ErrReleased) {
-			t.Fatalf("Wait after Close = %v, want ErrReleased", err)
+			require.FailNow(t, fmt.Sprintf("Wait after Close = %v, want ErrReleased", err))
 		}
 
 		e2, err := nohup.New(tr, nohup.Options{Name: "x", BaseDir: base, Shell: sh.Path})
@@ -244,17 +248,16 @@ func TestReattachAndRemove(t *testing.T) {
 		q, err := e2.Attach(ctx, ref)
 		require.NoError(t, err)
 		if _, err := q.Write(ctx, []byte("go\n")); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		if st, err := q.Wait(ctx); err != nil || st != env.Exited(5) {
-			t.Fatalf("Wait = %v, %v", st, err)
+			require.FailNow(t, fmt.Sprintf("Wait = %v, %v", st, err))
 		}
-		if got := string(readAll(t, q, 4)); got != "two\n" {
-			t.Fatalf("output from offset 4 = %q", got)
-		}
+		got := string(readAll(t, q, 4))
+		require.Truef(t, got == "two\n", "output from offset 4 = %q", got)
 		require.NoError(t, q.Remove(ctx))
 		if _, err := e2.Attach(ctx, ref); !errors.Is(err, env.ErrNotFound) {
-			t.Fatalf("Attach after Remove = %v, want ErrNotFound", err)
+			require.FailNow(t, fmt.Sprintf("Attach after Remove = %v, want ErrNotFound", err))
 		}
 
 		// Hostile ref data is rejected before anything runs.
@@ -273,12 +276,9 @@ func TestReattachAndRemove(t *testing.T) {
 			}
 			b, _ := json.Marshal(d)
 			before := tr.Execs()
-			if _, err := e2.Attach(ctx, env.Ref{Env: "x", Data: b}); err == nil {
-				t.Errorf("Attach accepted %v", bad)
-			}
-			if tr.Execs() != before {
-				t.Errorf("Attach with %v ran a script before rejecting it", bad)
-			}
+			_, err := e2.Attach(ctx, env.Ref{Env: "x", Data: b})
+			assert.Errorf(t, err, "Attach accepted %v", bad)
+			assert.Truef(t, tr.Execs() == before, "Attach with %v ran a script before rejecting it", bad)
 		}
 	})
 }
@@ -295,13 +295,11 @@ func TestLostWrapper(t *testing.T) {
 		WPID int `json:"wpid"`
 	}
 	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
-		t.Fatalf("ref data %s: %v", ref.Data, err)
+		require.FailNow(t, fmt.Sprintf("ref data %s: %v", ref.Data, err))
 	}
 	require.NoError(t, exec.Command("kill", "-KILL", strconv.Itoa(rd.WPID)).Run())
 	_, err := p.Wait(ctx)
-	if !errors.Is(err, env.ErrNotFound) || !strings.Contains(err.Error(), "lost") {
-		t.Fatalf("Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
-	}
+	require.Truef(t, errors.Is(err, env.ErrNotFound) && strings.Contains(err.Error(), "lost"), "Wait after the wrapper died = %v, want a lost error matching ErrNotFound", err)
 	// The stopped parent was resumed: it reaps the command once killed,
 	// and nothing of the tree is left stopped or running.
 	require.NoError(t, p.Signal(ctx, env.SIGKILL))
@@ -385,11 +383,10 @@ func TestStartFailingAfterItsOkLine(t *testing.T) {
 			require.NoError(t, err, "Start after the launcher reported the command")
 			defer p.Release()
 			if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
-				t.Fatalf("Wait = %v, %v; want exit 4", st, err)
+				require.FailNow(t, fmt.Sprintf("Wait = %v, %v; want exit 4", st, err))
 			}
-			if got := string(readAll(t, p, 0)); got != "hello\n" {
-				t.Fatalf("output = %q", got)
-			}
+			got := string(readAll(t, p, 0))
+			require.Truef(t, got == "hello\n", "output = %q", got)
 		})
 	}
 }
@@ -403,32 +400,29 @@ func TestTransportErrors(t *testing.T) {
 	var p env.Process
 	for p == nil { // Start is not retried: it is not idempotent
 		p, err = e.Start(ctx, env.Spec{Command: "echo hello; exit 4"})
-		if err != nil && !errors.Is(err, env.ErrUnavailable) {
-			t.Fatal(err)
-		}
+		require.True(t, err == nil || errors.Is(err, env.ErrUnavailable), fmt.Sprintln(err))
 	}
 	defer p.Release()
 	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
-		t.Fatalf("Wait through a flaky transport = %v, %v", st, err)
+		require.FailNow(t, fmt.Sprintf("Wait through a flaky transport = %v, %v", st, err))
 	}
-	if got := string(readAll(t, p, 0)); got != "hello\n" {
-		t.Fatalf("output through a flaky transport = %q", got)
-	}
+	got := string(readAll(t, p, 0))
+	require.Truef(t, got == "hello\n", "output through a flaky transport = %q", got)
 	ft.gone.Store(true)
 	if _, err := p.Survivors(ctx); !errors.Is(err, env.ErrSandboxGone) {
-		t.Fatalf("Survivors on a gone sandbox = %v", err)
+		require.FailNow(t, fmt.Sprintf("Survivors on a gone sandbox = %v", err))
 	}
 	// Wait already saw the exit: its status is cached, no round trip.
 	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
-		t.Fatalf("cached status after the sandbox went = %v, %v", st, err)
+		require.FailNow(t, fmt.Sprintf("cached status after the sandbox went = %v, %v", st, err))
 	}
 	if _, err := p.Output(ctx, 0); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	r, _ := p.Output(ctx, 0)
 	defer r.Close()
 	if _, err := io.ReadAll(r); !errors.Is(err, env.ErrSandboxGone) {
-		t.Fatalf("Output on a gone sandbox = %v, want ErrSandboxGone", err)
+		require.FailNow(t, fmt.Sprintf("Output on a gone sandbox = %v, want ErrSandboxGone", err))
 	}
 }
 
@@ -440,7 +434,7 @@ func TestSweep(t *testing.T) {
 	ctx := testCtx(t)
 	p := start(t, e1, env.Spec{Command: "true"})
 	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	ref, _ := p.Ref()
 	var rd struct{ Dir string }
@@ -456,11 +450,10 @@ func TestSweep(t *testing.T) {
 	defer e2.Close()
 	start(t, e2, env.Spec{Command: "true"})
 	if _, err := os.Stat(rd.Dir); !os.IsNotExist(err) {
-		t.Fatalf("finished dir older than Retention was kept: %v", err)
+		require.FailNow(t, fmt.Sprintf("finished dir older than Retention was kept: %v", err))
 	}
-	if _, err := os.Stat(keep); err != nil {
-		t.Fatalf("sweep removed a directory it does not own: %v", err)
-	}
+	_, err := os.Stat(keep)
+	require.NoError(t, err, "sweep removed a directory it does not own")
 }
 
 // BenchmarkExitDetection measures the time from the process ending (its
@@ -468,26 +461,18 @@ func TestSweep(t *testing.T) {
 func BenchmarkExitDetection(b *testing.B) {
 	tr := &nohuptest.Local{Shell: "/bin/sh", Env: os.Environ()}
 	e, err := nohup.New(tr, nohup.Options{BaseDir: b.TempDir() + "/s"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer e.Close()
 	ctx := context.Background()
 	var lat []time.Duration
 	for b.Loop() {
 		p, err := e.Start(ctx, env.Spec{Command: "read x", Stdin: true})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		waited := make(chan error, 1)
 		go func() { _, err := p.Wait(ctx); waited <- err }()
-		if err := p.CloseStdin(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.CloseStdin(ctx))
 		t0 := time.Now()
-		if err := <-waited; err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, <-waited)
 		lat = append(lat, time.Since(t0))
 		_ = p.Remove(ctx)
 	}
@@ -503,7 +488,7 @@ func TestStdinHolderEndsWithProcess(t *testing.T) {
 		ctx := testCtx(t)
 		p := start(t, e, env.Spec{Command: "exit 0", Stdin: true})
 		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		b, err := os.ReadFile(filepath.Join(dirOf(t, p), "holder"))
 		require.NoError(t, err)
@@ -524,20 +509,16 @@ func TestDefaultBaseDir(t *testing.T) {
 	ctx := testCtx(t)
 	p := start(t, e, env.Spec{Command: "true"})
 	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	dir := dirOf(t, p)
 	want := fmt.Sprintf("/tmp/.corral-%d/", os.Getuid())
-	if !strings.HasPrefix(dir, want) {
-		t.Fatalf("state dir %s, want under %s", dir, want)
-	}
+	require.Truef(t, strings.HasPrefix(dir, want), "state dir %s, want under %s", dir, want)
 	fi, err := os.Stat(dir)
-	if err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("state dir mode: %v, %v; want 0700", fi, err)
-	}
+	require.Truef(t, err == nil && fi.Mode().Perm() == 0o700, "state dir mode: %v, %v; want 0700", fi, err)
 	require.NoError(t, p.Remove(ctx))
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("Remove left %s: %v", dir, err)
+		require.FailNow(t, fmt.Sprintf("Remove left %s: %v", dir, err))
 	}
 }
 
@@ -561,7 +542,7 @@ func TestMachineryArgvHoldsNoSpec(t *testing.T) {
 				continue
 			}
 			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("%s holds the env value: %q", f, b) // Errorf: safe off the test goroutine
+				assert.Fail(t, fmt.Sprintf("%s holds the env value: %q", f, b)) // Errorf: safe off the test goroutine
 			}
 			if bytes.Contains(b, []byte(m)) {
 				holders = append(holders, fmt.Sprintf("%s=%q", f, b))
@@ -598,27 +579,21 @@ func BenchmarkForegroundTrue(b *testing.B) {
 func benchForegroundTrue(b *testing.B, tr *nohuptest.Local) {
 	base := b.TempDir() + "/s"
 	e, err := nohup.New(tr, nohup.Options{BaseDir: base})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer e.Close()
 	ctx := context.Background()
 	execs, armed := tr.Execs(), 0
 	for b.Loop() {
 		p, err := e.Start(ctx, env.Spec{Command: "true"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		r, err := p.Output(ctx, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if _, err := io.Copy(io.Discard, r); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		r.Close()
 		if st, err := p.Wait(ctx); err != nil || !st.Success() {
-			b.Fatalf("Wait = %v, %v", st, err)
+			require.FailNow(b, fmt.Sprintf("Wait = %v, %v", st, err))
 		}
 		ref, _ := p.Ref()
 		var rd struct {
@@ -628,9 +603,7 @@ func benchForegroundTrue(b *testing.B, tr *nohuptest.Local) {
 		if _, err := os.Stat(rd.Dir + "/armed"); err == nil {
 			armed++
 		}
-		if err := p.Remove(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Remove(ctx))
 	}
 	b.ReportMetric(float64(tr.Execs()-execs)/float64(b.N), "execs/op")
 	b.ReportMetric(100*float64(armed)/float64(b.N), "armed-%")

@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // lines returns "line 0\n" … "line n-1\n".
@@ -100,15 +101,13 @@ func readAsync(t *testing.T, p env.Process) <-chan []byte {
 	go func() {
 		r, err := p.Output(ctx, 0)
 		if err != nil {
-			t.Errorf("Output: %v", err)
+			assert.Fail(t, fmt.Sprintf("Output: %v", err))
 			got <- nil
 			return
 		}
 		defer r.Close()
 		b, err := io.ReadAll(r)
-		if err != nil {
-			t.Errorf("reading output: %v", err)
-		}
+		assert.NoError(t, err, "reading output")
 		got <- b
 	}()
 	return got

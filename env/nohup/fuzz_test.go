@@ -3,10 +3,14 @@ package nohup_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
@@ -38,9 +42,7 @@ func FuzzScript(f *testing.F) {
 	root := f.TempDir()
 	for i, sh := range shells {
 		e, err := nohup.New(&nohuptest.Local{Shell: sh.Path, Env: sh.Env}, nohup.Options{Name: "fuzz-" + sh.Name, BaseDir: root + "/state", Shell: sh.Path})
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Cleanup(func() { _ = e.Close() })
 		envs[i] = e
 	}
@@ -55,31 +57,29 @@ func FuzzScript(f *testing.F) {
 			name = "d" + name
 		}
 		dir := filepath.Join(t.TempDir(), name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Mkdir(dir, 0o755))
 		cmd := "cat /proc/$$/cmdline; printf '\\001'; pwd; printf '\\001'; printf '%s' \"$CORRAL_FUZZ\"; exit 0\n" + hostileCmd
 		for i, e := range envs {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			p, err := e.Start(ctx, env.Spec{Command: cmd, Dir: dir, Env: []string{"CORRAL_FUZZ=" + hostileVal}})
 			if err != nil {
 				cancel()
-				t.Fatalf("%s: Start: %v", shells[i].Name, err)
+				require.FailNow(t, fmt.Sprintf("%s: Start: %v", shells[i].Name, err))
 			}
 			out := readAll(t, p, 0)
 			st, err := p.Wait(ctx)
 			if err != nil || !st.Success() {
-				t.Errorf("%s: Wait = %v, %v", shells[i].Name, st, err)
+				assert.Fail(t, fmt.Sprintf("%s: Wait = %v, %v", shells[i].Name, st, err))
 			}
 			_ = p.Remove(ctx)
 			cancel()
 			want := shells[i].Path + "\x00-c\x00" + cmd + "\x00\x01" + dir + "\n\x01" + hostileVal
 			if !bytes.Equal(out, []byte(want)) {
-				t.Errorf("%s: values changed on the way:\n got %q\nwant %q", shells[i].Name, out, want)
+				assert.Fail(t, fmt.Sprintf("%s: values changed on the way:\n got %q\nwant %q", shells[i].Name, out, want))
 			}
 			if _, err := os.Stat(fuzzCanary); err == nil {
 				_ = os.Remove(fuzzCanary)
-				t.Fatalf("%s: canary %s was created: a value was executed", shells[i].Name, fuzzCanary)
+				require.FailNow(t, fmt.Sprintf("%s: canary %s was created: a value was executed", shells[i].Name, fuzzCanary))
 			}
 		}
 	})

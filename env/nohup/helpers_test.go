@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
@@ -28,9 +30,7 @@ func newEnv(t *testing.T, sh nohuptest.Shell) (*nohup.Env, *nohuptest.Local) {
 	t.Helper()
 	tr := &nohuptest.Local{Shell: sh.Path, Env: sh.Env}
 	e, err := nohup.New(tr, nohup.Options{Name: "local-" + sh.Name, BaseDir: t.TempDir() + "/state", Shell: sh.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e, tr
 }
@@ -47,9 +47,7 @@ func forShells(t *testing.T, f func(t *testing.T, sh nohuptest.Shell)) {
 func start(t *testing.T, e env.Environment, spec env.Spec) env.Process {
 	t.Helper()
 	p, err := e.Start(testCtx(t), spec)
-	if err != nil {
-		t.Fatalf("Start(%q): %v", spec.Command, err)
-	}
+	require.NoErrorf(t, err, "Start(%q)", spec.Command)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -64,13 +62,9 @@ func start(t *testing.T, e env.Environment, spec env.Spec) env.Process {
 func readAll(t *testing.T, p env.Process, off int64) []byte {
 	t.Helper()
 	r, err := p.Output(testCtx(t), off)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("reading output: %v", err)
-	}
+	require.NoError(t, err, "reading output")
 	return b
 }

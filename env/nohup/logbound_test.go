@@ -42,7 +42,7 @@ func TestLogBounded(t *testing.T) {
 		for {
 			k, err := r.Read(buf)
 			if i := bytes.IndexByte(buf[:k], 0); i >= 0 {
-				t.Fatalf("the follow read a NUL at offset %d: bytes were dropped before it sent them", n+int64(i))
+				require.FailNow(t, fmt.Sprintf("the follow read a NUL at offset %d: bytes were dropped before it sent them", n+int64(i)))
 			}
 			n += int64(k)
 			if err == io.EOF {

@@ -412,19 +412,15 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if !strings.HasPrefix(line, "ok ") {
 		e.dropPut(put)
 	}
-	switch line {
-	case "nodir", "nosetsid", "noshell":
-		// Refused before the launcher touched the spare: the next
-		// start takes it.
-		e.unspare(id, armed)
-	}
-	switch {
-	case line == "nodir":
-		return nil, &env.SpecError{Field: "Dir", Value: spec.Dir, Reason: "no such directory in the sandbox", Err: env.ErrDirNotFound}
-	case line == "nosetsid":
-		return nil, fmt.Errorf("nohup %s: start: the sandbox has no setsid (util-linux or busybox): %w", e.opts.Name, env.ErrUnsupported)
-	case line == "noshell":
-		return nil, fmt.Errorf("nohup %s: start: shell %s not found in the sandbox: %w", e.opts.Name, e.opts.Shell, env.ErrUnsupported)
+	if r, detail, ok := launchRefused(line); ok {
+		if r.spareKept {
+			// Refused before the launcher touched the spare: the next
+			// start takes it.
+			e.unspare(id, armed)
+		} else {
+			e.loosen(id, armed, nil)
+		}
+		return nil, r.err(e, spec, detail)
 	}
 	f := strings.Fields(line)
 	if len(f) == 6 && f[5] == "nof" {

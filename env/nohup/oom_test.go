@@ -15,8 +15,8 @@ import (
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
-	"github.com/corralhq/corral/internal/memcgtest"
 	"github.com/corralhq/corral/internal/shellquote"
+	"github.com/corralhq/corral/internal/testing/memcgtest"
 )
 
 // TestOOMKilledInMemoryCgroup runs the engine's scripts in a 64 MiB memory

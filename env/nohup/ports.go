@@ -204,16 +204,7 @@ func (e *Env) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.L
 		return nil, err
 	}
 	out := make([][]env.Listener, len(procs))
-	var args []string
-	var index []int // the position in procs of each tree of the call
-	for i, h := range procs {
-		p, ok := h.(*process)
-		if !ok || p.e != e || p.check() != nil {
-			continue
-		}
-		args = append(args, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
-		index = append(index, i)
-	}
+	args, index := e.treeArgs(procs)
 	if len(index) == 0 {
 		return out, nil
 	}
@@ -229,6 +220,22 @@ func (e *Env) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.L
 		out[index[k]] = ls
 	}
 	return out, nil
+}
+
+// treeArgs returns the arguments of a call about many trees (PID START
+// TAG of each, as corral_treelisteners and corral_treestats take them)
+// for the processes of procs that are this Env's and not released, and
+// index, the position in procs of each tree of the call.
+func (e *Env) treeArgs(procs []env.Process) (args []string, index []int) {
+	for i, h := range procs {
+		p, ok := h.(*process)
+		if !ok || p.e != e || p.check() != nil {
+			continue
+		}
+		args = append(args, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
+		index = append(index, i)
+	}
+	return args, index
 }
 
 // parseTreeReport decodes corral_treelisteners's lines into each of the n
@@ -526,7 +533,7 @@ func (e *Env) CheckURL(ctx context.Context, rawURL string) (int, error) {
 		return 0, fmt.Errorf("nohup %s: check %s with %s: %s", e.opts.Name, rawURL, tool, why)
 	}
 	switch tool {
-	case "none":
+	case wordNone:
 		e.urlCheck.missing.Store(true)
 		return 0, fmt.Errorf("nohup %s: check %s: the sandbox has no HTTP client; install curl, wget or python3 in it: %w", e.opts.Name, rawURL, env.ErrUnsupported)
 	case "curl":

@@ -81,7 +81,7 @@ func TestPorts(t *testing.T) {
 		case err := <-done:
 			require.ErrorIs(t, err, context.Canceled)
 		case <-time.After(5 * time.Second):
-			t.Fatal("WaitListening did not return after its ctx was cancelled")
+			require.FailNow(t, "WaitListening did not return after its ctx was cancelled")
 		}
 		require.Eventually(t, func() bool { return len(follows()) == 0 }, 10*time.Second, 10*time.Millisecond, "the wait's loop ended: %v", follows())
 	})

@@ -100,7 +100,7 @@ func (e *Env) ptyTool(ctx context.Context) (ptyTool, error) {
 	case kind == "script" || kind == "python3":
 		why = fmt.Sprintf("%s is at %q, a path the engine does not pass on", kind, rest)
 		kind = ""
-	case kind == "none":
+	case kind == wordNone:
 		why, kind = rest, ""
 	default:
 		return ptyTool{}, fmt.Errorf("nohup %s: probe for a terminal: unexpected reply %q", e.opts.Name, trunc(out))

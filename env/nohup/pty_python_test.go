@@ -74,9 +74,7 @@ func TestConformancePythonPTY(t *testing.T) {
 		SignalBaseline: envtest.LocalSignalBaseline,
 		New: func(t *testing.T) env.Environment {
 			e, err := nohup.New(tr, nohup.Options{Name: "local-python3", BaseDir: base, Shell: sh.Path})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return e
 		},
 	})

@@ -69,16 +69,13 @@ func TestResidentFraming(t *testing.T) {
 		for i, c := range cases {
 			var out, errb bytes.Buffer
 			code, err := r.Call(testCtx(t), c.call, "", &out, &errb)
-			if err != nil {
-				t.Fatalf("call %d %.40q: %v", i, c.call, err)
-			}
+			require.NoErrorf(t, err, "call %d %.40q", i, c.call)
 			if code != c.code || out.String() != c.stdout || (c.stderr != "*" && errb.String() != c.stderr) {
-				t.Errorf("call %d %.40q = %d, stdout %.60q, stderr %q; want %d, %.60q, %q",
-					i, c.call, code, out.String(), errb.String(), c.code, c.stdout, c.stderr)
+				assert.Fail(t, fmt.Sprintf("call %d %.40q = %d, stdout %.60q, stderr %q; want %d, %.60q, %q", i, c.call, code, out.String(), errb.String(), c.code, c.stdout, c.stderr))
 			}
 		}
 		if r.Served() != len(cases) {
-			t.Errorf("served %d calls, want %d", r.Served(), len(cases))
+			assert.Fail(t, fmt.Sprintf("served %d calls, want %d", r.Served(), len(cases)))
 		}
 	})
 }
@@ -91,14 +88,11 @@ func TestResidentCancel(t *testing.T) {
 	defer cancel()
 	t0 := time.Now()
 	_, err := r.Call(ctx, "sleep 30", "", nil, nil)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Call = %v, want DeadlineExceeded", err)
-	}
-	if d := time.Since(t0); d > 10*time.Second {
-		t.Fatalf("Call returned after %s", d)
-	}
+	require.Truef(t, errors.Is(err, context.DeadlineExceeded), "Call = %v, want DeadlineExceeded", err)
+	d := time.Since(t0)
+	require.Truef(t, d <= 10*time.Second, "Call returned after %s", d)
 	if _, err := r.Call(testCtx(t), "true", "", nil, nil); !errors.Is(err, nohup.ErrResidentBroken) {
-		t.Fatalf("Call after an abandoned one = %v, want ErrResidentBroken", err)
+		require.FailNow(t, fmt.Sprintf("Call after an abandoned one = %v, want ErrResidentBroken", err))
 	}
 }
 
@@ -107,9 +101,9 @@ func TestResidentCancel(t *testing.T) {
 func TestResidentShellGone(t *testing.T) {
 	r := startResident(t, dash(), "")
 	if code, err := r.Call(testCtx(t), "kill -KILL $$", "", nil, nil); err == nil {
-		t.Fatalf("Call that killed the shell = %d, nil; want an error", code)
+		require.FailNow(t, fmt.Sprintf("Call that killed the shell = %d, nil; want an error", code))
 	} else if !errors.Is(err, nohup.ErrResidentBroken) {
-		t.Fatalf("Call that killed the shell = %v, want ErrResidentBroken", err)
+		require.FailNow(t, fmt.Sprintf("Call that killed the shell = %v, want ErrResidentBroken", err))
 	}
 }
 
@@ -128,22 +122,18 @@ func TestResidentPool(t *testing.T) {
 	}}
 	ctx := testCtx(t)
 	for range 3 {
-		if code, err := pool.Call(ctx, "", "exit 3", "", nil, nil); code != 3 || err != nil {
-			t.Fatalf("Call = %d, %v", code, err)
-		}
+		code, err := pool.Call(ctx, "", "exit 3", "", nil, nil)
+		require.Truef(t, code == 3 && err == nil, "Call = %d, %v", code, err)
 	}
-	if started != 1 {
-		t.Fatalf("3 calls in turn started %d residents, want 1", started)
-	}
+	require.Truef(t, started == 1, "3 calls in turn started %d residents, want 1", started)
 
 	// Two long calls take both residents; a third finds none.
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			if _, err := pool.Call(ctx, "", "read x <"+fifo(t, release), "", nil, nil); err != nil {
-				t.Error(err)
-			}
+			_, err := pool.Call(ctx, "", "read x <"+fifo(t, release), "", nil, nil)
+			assert.NoError(t, err)
 		})
 	}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 },
@@ -151,7 +141,7 @@ func TestResidentPool(t *testing.T) {
 	// Each New follows its live count: both slots are taken now, and
 	// neither call can end before release.
 	if _, err := pool.Call(ctx, "", "true", "", nil, nil); !errors.Is(err, nohup.ErrNoResident) {
-		t.Errorf("third concurrent Call = %v, want ErrNoResident", err)
+		assert.Fail(t, fmt.Sprintf("third concurrent Call = %v, want ErrNoResident", err))
 	}
 	close(release)
 	wg.Wait()
@@ -159,22 +149,18 @@ func TestResidentPool(t *testing.T) {
 	// A different lib replaces the idle residents.
 	var out bytes.Buffer
 	if _, err := pool.Call(ctx, "v=2\n", `echo "$v"`, "", &out, nil); err != nil || out.String() != "2\n" {
-		t.Fatalf("Call with a new lib = %q, %v", out.String(), err)
+		require.FailNow(t, fmt.Sprintf("Call with a new lib = %q, %v", out.String(), err))
 	}
 
 	// Residents that die on their first call: the pool gives up.
 	pool.Reset()
 	for i := range 3 {
-		if _, err := pool.Call(ctx, "exit 0\n", "true", "", nil, nil); err == nil {
-			t.Fatalf("Call %d on a shell that exits before serving succeeded", i)
-		}
+		_, err := pool.Call(ctx, "exit 0\n", "true", "", nil, nil)
+		require.Errorf(t, err, "Call %d on a shell that exits before serving succeeded", i)
 	}
-	if !pool.Disabled() {
-		t.Fatal("pool still starts residents after 3 died before their first call")
-	}
-	if _, err := pool.Call(ctx, "", "true", "", nil, nil); !errors.Is(err, nohup.ErrNoResident) {
-		t.Fatalf("Call on a disabled pool = %v, want ErrNoResident", err)
-	}
+	require.True(t, pool.Disabled(), "pool still starts residents after 3 died before their first call")
+	_, err := pool.Call(ctx, "", "true", "", nil, nil)
+	require.Truef(t, errors.Is(err, nohup.ErrNoResident), "Call on a disabled pool = %v, want ErrNoResident", err)
 	pool.Close()
 }
 
@@ -182,9 +168,8 @@ func TestResidentPool(t *testing.T) {
 func fifo(t *testing.T, release chan struct{}) string {
 	t.Helper()
 	p := t.TempDir() + "/fifo"
-	if out, err := exec.Command("mkfifo", p).CombinedOutput(); err != nil {
-		t.Fatalf("mkfifo: %v %s", err, out)
-	}
+	out, err := exec.Command("mkfifo", p).CombinedOutput()
+	require.NoErrorf(t, err, "mkfifo: %v %s", err, out)
 	go func() {
 		<-release
 		// Opening for write unblocks the reader; the line ends its read.
@@ -239,28 +224,26 @@ func TestArmedSpares(t *testing.T) {
 		for i := range 8 {
 			p := start(t, e, env.Spec{Command: `read x; echo "$x $V $(pwd)"; exit 7`, Stdin: true, Env: []string{"V=v" + strconv.Itoa(i)}, Dir: wd})
 			if _, err := p.Write(ctx, []byte("in\n")); err != nil {
-				t.Fatal(err)
+				require.FailNow(t, fmt.Sprint(err))
 			}
 			if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
-				t.Fatalf("start %d: Wait = %v, %v", i, st, err)
+				require.FailNow(t, fmt.Sprintf("start %d: Wait = %v, %v", i, st, err))
 			}
 			if got, want := string(readAll(t, p, 0)), "in v"+strconv.Itoa(i)+" "+wd+"\n"; got != want {
-				t.Fatalf("start %d: output %q, want %q", i, got, want)
+				require.FailNow(t, fmt.Sprintf("start %d: output %q, want %q", i, got, want))
 			}
 			// The spares killed at i == 2 and i == 4 are replaced by
 			// fresh directories (i == 3 to 6); the others are used.
-			if want := i == 2 || i == 7; i >= 2 && armedDir(p) != want {
-				t.Fatalf("start %d: ran in an armed spare: %v, want %v", i, !want, want)
-			}
+			want := i == 2 || i == 7
+			require.Truef(t, i < 2 || armedDir(p) == want, "start %d: ran in an armed spare: %v, want %v", i, !want, want)
 			switch i {
 			case 2:
 				// Kill only the parents of the waiting spares.
 				for _, d := range waitArmed() {
 					var pid, since int
 					b, err := os.ReadFile(d + "/parent")
-					if _, serr := fmt.Sscan(string(b), &pid, &since); err != nil || serr != nil || pid <= 0 {
-						t.Fatalf("spare %s: parent file %q, %v", d, b, err)
-					}
+					_, serr := fmt.Sscan(string(b), &pid, &since)
+					require.Truef(t, err == nil && serr == nil && pid > 0, "spare %s: parent file %q, %v", d, b, err)
 					require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 				}
 			case 4:
@@ -270,9 +253,7 @@ func TestArmedSpares(t *testing.T) {
 				// holder, which then slept on for good.
 				for _, d := range waitArmed() {
 					out, _ := exec.Command("pkill", "-e", "-KILL", "-f", "corral-(parent|command) "+d).CombinedOutput()
-					if len(bytes.TrimSpace(out)) == 0 {
-						t.Fatalf("no processes of the armed spare %s found to kill", d)
-					}
+					require.Truef(t, len(bytes.TrimSpace(out)) != 0, "no processes of the armed spare %s found to kill", d)
 				}
 			}
 		}
@@ -280,7 +261,7 @@ func TestArmedSpares(t *testing.T) {
 		p := start(t, e, env.Spec{Command: "sleep 300"})
 		require.NoError(t, p.Signal(ctx, env.SIGTERM))
 		if st, err := p.Wait(ctx); err != nil || st != env.Signaled(env.SIGTERM) {
-			t.Fatalf("Wait after SIGTERM = %v, %v", st, err)
+			require.FailNow(t, fmt.Sprintf("Wait after SIGTERM = %v, %v", st, err))
 		}
 		require.NoError(t, e.Close())
 		// Close ended the armed spares: no machinery of this base is left.
@@ -317,31 +298,15 @@ type eofLocal struct {
 func (l *eofLocal) OpenShell(ctx context.Context, script string) (*nohup.Shell, error) {
 	cmd := exec.Command(l.Shell, "-c", script)
 	cmd.Env = l.Env
-	stdin, err := cmd.StdinPipe()
+	sh, err := nohup.StartShell(cmd)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	l.shells = append(l.shells, cmd)
-	l.stdins = append(l.stdins, stdin)
+	l.stdins = append(l.stdins, sh.Stdin.(io.Closer)) // StartShell's pipe
 	l.mu.Unlock()
-	return &nohup.Shell{Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: sync.OnceValue(func() error {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil
-	})}, nil
+	return sh, nil
 }
 
 // cut closes every shell's stdin and waits until each has exited by
@@ -373,7 +338,7 @@ func (l *eofLocal) cut(t *testing.T) {
 		select {
 		case <-done:
 		case <-time.After(testTimeout):
-			t.Fatalf("resident shell %d did not exit on end of file", cmd.Process.Pid)
+			require.FailNow(t, fmt.Sprintf("resident shell %d did not exit on end of file", cmd.Process.Pid))
 		}
 	}
 }
@@ -429,25 +394,22 @@ func TestArmedSparesEndWithTheirShell(t *testing.T) {
 		ctx := testCtx(t)
 		for i := range 3 {
 			p := start(t, e, env.Spec{Command: "exit " + strconv.Itoa(i)})
-			if st, err := p.Wait(ctx); err != nil || st != env.Exited(i) {
-				t.Fatalf("start %d: Wait = %v, %v", i, st, err)
-			}
+			st, err := p.Wait(ctx)
+			require.Truef(t, err == nil && st == env.Exited(i), "start %d: Wait = %v, %v", i, st, err)
 		}
 		spares := armedSpares(t, base, 2)
 		tr.cut(t)
 		for _, d := range spares {
 			noMachinery(t, d, "waiting for the cut-off shells to end the spares they armed")
-			if _, err := os.Stat(d); !os.IsNotExist(err) {
-				t.Errorf("spare %s still there after its shell ended: %v", d, err)
-			}
+			_, err := os.Stat(d)
+			assert.Truef(t, os.IsNotExist(err), "spare %s still there after its shell ended: %v", d, err)
 		}
 		p := start(t, e, env.Spec{Command: "echo again"})
 		if st, err := p.Wait(ctx); err != nil || st != env.Exited(0) {
-			t.Fatalf("start after the cut: Wait = %v, %v", st, err)
+			require.FailNow(t, fmt.Sprintf("start after the cut: Wait = %v, %v", st, err))
 		}
-		if got := string(readAll(t, p, 0)); got != "again\n" {
-			t.Fatalf("start after the cut: output %q", got)
-		}
+		got := string(readAll(t, p, 0))
+		require.Truef(t, got == "again\n", "start after the cut: output %q", got)
 		require.NoError(t, e.Close())
 		noMachinery(t, base, "waiting for Close to end the spares armed after the cut")
 	})
@@ -488,7 +450,7 @@ func TestSweepEndsOrphanedSpares(t *testing.T) {
 		require.NoError(t, err, "a spare records the shell that armed it")
 		var pid, since int
 		if _, err := fmt.Sscan(string(b), &pid, &since); err != nil || pid <= 0 {
-			t.Fatalf("spare %s: armer %q: %v", d, b, err)
+			require.FailNow(t, fmt.Sprintf("spare %s: armer %q: %v", d, b, err))
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}

@@ -3,6 +3,7 @@ package nohup_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestResidentPoolWaits(t *testing.T) {
 	}()
 	select {
 	case err := <-queued:
-		t.Fatalf("a call returned while the only resident was busy: %v", err)
+		require.FailNow(t, fmt.Sprintf("a call returned while the only resident was busy: %v", err))
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
@@ -44,22 +45,16 @@ func TestShortCommandOneRoundTrip(t *testing.T) {
 		p := start(t, e, env.Spec{Command: "echo hello; echo world >&2; exit 3"})
 		out := readAll(t, p, 0)
 		st, err := p.Wait(ctx)
-		if err != nil || st != env.Exited(3) {
-			t.Fatalf("Wait = %v, %v; want exit 3", st, err)
-		}
-		if string(out) != "hello\nworld\n" {
-			t.Fatalf("output %q", out)
-		}
+		require.Truef(t, err == nil && st == env.Exited(3), "Wait = %v, %v; want exit 3", st, err)
+		require.Truef(t, string(out) == "hello\nworld\n", "output %q", out)
 		if n := tr.Execs() - before; n != 1 {
-			t.Fatalf("Start, Output and Wait of a short command took %d round trips, want 1", n)
+			require.FailNow(t, fmt.Sprintf("Start, Output and Wait of a short command took %d round trips, want 1", n))
 		}
 		// The first report is used once; replays ask the sandbox.
-		if again := readAll(t, p, 6); string(again) != "world\n" {
-			t.Fatalf("Output from 6 = %q", again)
-		}
-		if n := tr.Execs() - before; n != 2 {
-			t.Fatalf("a replay took %d round trips in all, want 2", n)
-		}
+		again := readAll(t, p, 6)
+		require.Truef(t, string(again) == "world\n", "Output from 6 = %q", again)
+		n := tr.Execs() - before
+		require.Truef(t, n == 2, "a replay took %d round trips in all, want 2", n)
 		require.NoError(t, p.Remove(ctx))
 	})
 }
@@ -73,15 +68,11 @@ func TestStartWaitDisabled(t *testing.T) {
 	p := start(t, e, env.Spec{Command: "read x; echo hi; exit 4", Stdin: true})
 	before := tr.Execs()
 	require.NoError(t, p.CloseStdin(ctx))
-	if st, err := p.Wait(ctx); err != nil || st != env.Exited(4) {
-		t.Fatalf("Wait = %v, %v", st, err)
-	}
-	if out := readAll(t, p, 0); string(out) != "hi\n" {
-		t.Fatalf("output %q", out)
-	}
-	if tr.Execs()-before < 2 {
-		t.Fatal("Wait and Output did not ask the sandbox: Start waited for the end although StartWait < 0")
-	}
+	st, err := p.Wait(ctx)
+	require.Truef(t, err == nil && st == env.Exited(4), "Wait = %v, %v", st, err)
+	out := readAll(t, p, 0)
+	require.Truef(t, string(out) == "hi\n", "output %q", out)
+	require.True(t, tr.Execs()-before >= 2, "Wait and Output did not ask the sandbox: Start waited for the end although StartWait < 0")
 }
 
 // TestLongPollWaitsInSandbox checks that Wait and Output wait inside the
@@ -117,18 +108,16 @@ func TestLongPollWaitsInSandbox(t *testing.T) {
 		require.Eventually(t, func() bool { return tr.Execs()-before >= 2 },
 			testTimeout, time.Millisecond, "waiting for Wait and Output to poll")
 		if _, err := p.Write(ctx, []byte("it\n")); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		require.NoError(t, <-waited)
-		if got := <-read; string(got) != "got it\n" {
-			t.Fatalf("output %q", got)
-		}
+		got := <-read
+		require.Truef(t, string(got) == "got it\n", "output %q", got)
 		// Wait: 1 long poll. Output: 1 or 2 (the output may come before
 		// the exit). Write: 1. Client-side polling every 1ms would have
 		// made many more.
-		if n := tr.Execs() - before; n > 4 {
-			t.Fatalf("%d round trips while waiting, want at most 4: the polls did not wait inside the sandbox", n)
-		}
+		n := tr.Execs() - before
+		require.Truef(t, n <= 4, "%d round trips while waiting, want at most 4: the polls did not wait inside the sandbox", n)
 	})
 }
 
@@ -146,17 +135,13 @@ func TestPollFinishesWithoutWrapper(t *testing.T) {
 		defer syscall.Kill(rd.WPID, syscall.SIGCONT)
 		require.NoError(t, p.CloseStdin(ctx))
 		st, err := p.Wait(ctx)
-		if err != nil || st != env.Signaled(env.SIGTERM) {
-			t.Fatalf("Wait with the wrapper stopped = %v, %v; want SIGTERM", st, err)
-		}
+		require.Truef(t, err == nil && st == env.Signaled(env.SIGTERM), "Wait with the wrapper stopped = %v, %v; want SIGTERM", st, err)
 		require.NoError(t, syscall.Kill(rd.WPID, syscall.SIGCONT))
 		waitWrapperEnded(t, rd.WPID)
 		b, err := os.ReadFile(rd.Dir + "/exit")
-		if err != nil || string(b) != "signal 15\n" {
-			t.Fatalf("exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
-		}
+		require.Truef(t, err == nil && string(b) == "signal 15\n", "exit file after the wrapper ended = %q, %v; want \"signal 15\\n\"", b, err)
 		if out, err := exec.Command("ls", rd.Dir).Output(); err != nil || bytes.Contains(out, []byte("tmp")) {
-			t.Fatalf("state dir holds %q, %v", out, err)
+			require.FailNow(t, fmt.Sprintf("state dir holds %q, %v", out, err))
 		}
 		require.NoError(t, p.Remove(ctx))
 	})
@@ -178,11 +163,10 @@ func TestHalfWrittenExitIsNotAnExit(t *testing.T) {
 		// No poll runs until the wrapper has ended: it alone sees the end.
 		waitWrapperEnded(t, rd.WPID)
 		if st, err := p.Wait(ctx); err != nil || st != env.Exited(7) {
-			t.Fatalf("Wait = %v, %v; want exit 7", st, err)
+			require.FailNow(t, fmt.Sprintf("Wait = %v, %v; want exit 7", st, err))
 		}
-		if b, err := os.ReadFile(rd.Dir + "/exit"); err != nil || string(b) != "code 7\n" {
-			t.Fatalf("exit file = %q, %v; want \"code 7\\n\"", b, err)
-		}
+		b, err := os.ReadFile(rd.Dir + "/exit")
+		require.Truef(t, err == nil && string(b) == "code 7\n", "exit file = %q, %v; want \"code 7\\n\"", b, err)
 		_ = p.Remove(ctx)
 	})
 }
@@ -198,9 +182,8 @@ func wrapperOf(t *testing.T, p env.Process) wrapperRef {
 	t.Helper()
 	ref, _ := p.Ref()
 	var rd wrapperRef
-	if err := json.Unmarshal(ref.Data, &rd); err != nil || rd.WPID <= 0 {
-		t.Fatalf("ref data %s: %v", ref.Data, err)
-	}
+	err := json.Unmarshal(ref.Data, &rd)
+	require.Truef(t, err == nil && rd.WPID > 0, "ref data %s: %v", ref.Data, err)
 	return rd
 }
 
@@ -233,20 +216,18 @@ func TestPollsAndWrapperAgree(t *testing.T) {
 					code := (g*15 + i) % 50
 					p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("exit %d", code)})
 					if err != nil {
-						t.Error(err)
+						assert.Fail(t, fmt.Sprint(err))
 						return
 					}
 					r, err := p.Output(ctx, 0)
 					if err != nil {
-						t.Error(err)
+						assert.Fail(t, fmt.Sprint(err))
 						return
 					}
 					go func() { _, _ = io.Copy(io.Discard, r) }()
 					st, err := p.Wait(ctx)
 					r.Close()
-					if err != nil || st != env.Exited(code) {
-						t.Errorf("exit %d: Wait = %v, %v", code, st, err)
-					}
+					assert.Truef(t, err == nil && st == env.Exited(code), "exit %d: Wait = %v, %v", code, st, err)
 					_ = p.Remove(ctx)
 				}
 			})
@@ -263,7 +244,7 @@ func TestAttachFinishedNeedsNoMoreRoundTrips(t *testing.T) {
 	ctx := testCtx(t)
 	p := start(t, e, env.Spec{Command: "exit 6", Detach: true})
 	if st, err := p.Wait(ctx); err != nil || st != env.Exited(6) {
-		t.Fatalf("Wait = %v, %v; want exit 6", st, err)
+		require.FailNow(t, fmt.Sprintf("Wait = %v, %v; want exit 6", st, err))
 	}
 	ref, err := p.Ref()
 	require.NoError(t, err)
@@ -272,9 +253,8 @@ func TestAttachFinishedNeedsNoMoreRoundTrips(t *testing.T) {
 	q, err := e.Attach(ctx, ref)
 	require.NoError(t, err)
 	if st, err := q.Wait(ctx); err != nil || st != env.Exited(6) {
-		t.Fatalf("Wait after Attach = %v, %v; want exit 6", st, err)
+		require.FailNow(t, fmt.Sprintf("Wait after Attach = %v, %v; want exit 6", st, err))
 	}
-	if n := tr.Execs() - before; n != 1 {
-		t.Fatalf("Attach and Wait of a finished process took %d round trips, want 1", n)
-	}
+	n := tr.Execs() - before
+	require.Truef(t, n == 1, "Attach and Wait of a finished process took %d round trips, want 1", n)
 }

@@ -47,6 +47,8 @@ var (
 	ptySh string // corral_ptyprobe, corral_resize
 	//go:embed sh/ports.sh
 	portsSh string // corral_listeners, corral_waitport, corral_checkurl
+	//go:embed sh/stats.sh
+	statsSh string // corral_treestats
 	//go:embed sh/tagged.sh
 	taggedSh string // corral_tagged
 	//go:embed sh/ptycmd.sh
@@ -85,7 +87,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(taggedSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(statsSh) + prep(taggedSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 

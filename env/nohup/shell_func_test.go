@@ -1,6 +1,7 @@
 package nohup
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/internal/shellquote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 // The library's functions, run under each shell against crafted input: a
@@ -191,7 +193,7 @@ func TestShellReadlog(t *testing.T) {
 				body := mode + "readlog " + shellquote.Quote(log) + " " + strconv.Itoa(r[0]) + " " + strconv.Itoa(r[1]) + "\n"
 				got := sh.run(t, lib+body)
 				if got != string(data[r[0]:r[0]+r[1]]) {
-					t.Errorf("%qreadlog %d %d: got %d bytes, want %d (or different bytes)", mode, r[0], r[1], len(got), r[1])
+					assert.Fail(t, fmt.Sprintf("%qreadlog %d %d: got %d bytes, want %d (or different bytes)", mode, r[0], r[1], len(got), r[1]))
 				}
 			}
 		}

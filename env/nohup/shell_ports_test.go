@@ -1,18 +1,25 @@
 package nohup
 
 import (
+	"bytes"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 // tcpRow returns a /proc/net/tcp row: local address and port, state and
@@ -240,4 +247,89 @@ func TestParseTreeReport(t *testing.T) {
 	trees, err := parseTreeReport(nil, 2)
 	require.NoError(t, err)
 	assert.Equal(t, [][]env.Listener{nil, nil}, trees)
+}
+
+// TestShellTreeListenersWhilePortsChurn runs corral_treelisteners under
+// bash on the real /proc/net/tcp while another program opens and closes
+// listeners: a tree's listener is in every look. (The rows were once read
+// with the shell's read, which under bash re-reads /proc/net/tcp from the
+// start at every line and skipped a row whenever the table changed before
+// it: 6 of 40 looks missed the tree's port.)
+func TestShellTreeListenersWhilePortsChurn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	f, err := ln.(*net.TCPListener).File()
+	require.NoError(t, err)
+	// The listener's only holder is a process of its own group, the tree.
+	holder := exec.Command("sleep", "120")
+	holder.ExtraFiles = []*os.File{f}
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	})
+	require.NoError(t, f.Close())
+	require.NoError(t, ln.Close())
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", holder.Process.Pid))
+	require.NoError(t, err)
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	start := fields[19] // field 22 of stat, counted after the name
+
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var ls []net.Listener
+			for range 20 {
+				if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+					ls = append(ls, l)
+				}
+			}
+			for _, l := range ls {
+				l.Close()
+			}
+			// A pause, so that the churn leaves the shells a core.
+			time.Sleep(time.Millisecond)
+		}
+	})
+	defer func() {
+		close(stop)
+		churn.Wait()
+	}()
+
+	// A /proc of one process, the holder, linked to the real one: each
+	// look then costs a few milliseconds whatever else runs on the
+	// machine, while /proc/PID/net/tcp is the kernel's, changing as the
+	// churn goes on.
+	proc := t.TempDir()
+	pid := strconv.Itoa(holder.Process.Pid)
+	require.NoError(t, os.Symlink("/proc/"+pid, filepath.Join(proc, pid)))
+	const looks = 40
+	body := fmt.Sprintf("corral_proc=%s\ni=0\nwhile [ $i -lt %d ]; do corral_treelisteners %s %s 0123456789abcdef; echo '='; i=$((i + 1)); done\n",
+		shellquote.Quote(proc), looks, pid, start)
+	// bash alone: dash and busybox ash read a byte at a time, so only
+	// bash's read (buffered, then a seek back) re-reads the table.
+	sh, why := lookShell(t, "bash")
+	if why != "" {
+		t.Skipf("bash not available on this machine: %s", why)
+	}
+	out := sh.run(t, lib+body)
+	reports := strings.Split(strings.TrimSuffix(out, "=\n"), "=\n")
+	require.Len(t, reports, looks)
+	missed := 0
+	for _, rep := range reports {
+		trees, err := parseTreeReport([]byte(rep), 1)
+		require.NoError(t, err, rep)
+		if !slices.Contains(trees[0], env.Listener{Port: port, Addr: "127.0.0.1", PID: holder.Process.Pid}) {
+			missed++
+		}
+	}
+	assert.Zero(t, missed, "looks (of %d) that missed the tree's listener on port %d", looks, port)
 }

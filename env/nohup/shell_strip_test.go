@@ -15,7 +15,7 @@ func shFiles() map[string]string {
 	return map[string]string{
 		"proc.sh": procSh, "state.sh": stateSh, "launch.sh": launchSh, "spares.sh": sparesSh,
 		"poll.sh": pollSh, "parent.sh": parentSh, "command.sh": commandSh, "write.sh": writeSh,
-		"pty.sh": ptySh, "ptycmd.sh": ptyCmdSh, "ptyterm.sh": ptyTermSh, "tagged.sh": taggedSh,
+		"pty.sh": ptySh, "ptycmd.sh": ptyCmdSh, "ptyterm.sh": ptyTermSh, "tagged.sh": taggedSh, "stats.sh": statsSh,
 	}
 }
 
@@ -71,13 +71,14 @@ func TestLibDefinesEveryFunction(t *testing.T) {
 
 	def := regexp.MustCompile(`(?m)^([a-z_]+)\(\) \{`)
 	var fns []string
-	for _, text := range []string{procSh, stateSh, launchSh, sparesSh, pollSh} {
+	for _, text := range []string{procSh, stateSh, launchSh, sparesSh, pollSh, statsSh} {
 		for _, m := range def.FindAllStringSubmatch(text, -1) {
 			fns = append(fns, m[1])
 		}
 	}
 	require.Contains(t, fns, "corral_launch")
 	require.Contains(t, fns, "corral_arm")
+	require.Contains(t, fns, "corral_treestats")
 	forTestShells(t, func(t *testing.T, sh testShell) {
 		out := sh.run(t, lib+`
 for f in `+strings.Join(fns, " ")+`; do

@@ -2,6 +2,7 @@ package nohup_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func TestAttachShares(t *testing.T) {
 			<-gate
 			h, err := e2.Attach(testCtx(t), refs[i])
 			if err != nil {
-				t.Error(err)
+				assert.Fail(t, fmt.Sprint(err))
 				return
 			}
 			handles[i] = h

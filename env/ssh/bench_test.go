@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/ssh/sshtest"
 )
@@ -76,14 +78,12 @@ func BenchmarkSSHTransportExec(b *testing.B) {
 	srv, opts := benchServer(b)
 	ctx := context.Background()
 	tr, err := Dial(ctx, srv.Target(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer tr.Close()
 	b.ResetTimer()
 	for b.Loop() {
 		if code, err := tr.Exec(ctx, "true", nil, io.Discard, nil); err != nil || code != 0 {
-			b.Fatalf("Exec: %d %v", code, err)
+			require.FailNow(b, fmt.Sprintf("Exec: %d %v", code, err))
 		}
 	}
 }
@@ -92,43 +92,35 @@ func BenchmarkSSHLogRead(b *testing.B) {
 	srv, opts := benchServer(b)
 	ctx := context.Background()
 	e, err := Open(ctx, srv.Target(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer e.Close()
 	const logSize = 100 << 20
 	p, err := e.Start(ctx, env.Spec{Command: fmt.Sprintf("head -c %d /dev/zero", logSize), Detach: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := p.Wait(ctx); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	defer func() { _ = p.Remove(ctx) }()
 	b.Run("corral", func(b *testing.B) {
 		b.SetBytes(logSize)
 		for b.Loop() {
 			r, err := p.Output(ctx, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			n, err := io.Copy(io.Discard, r)
 			r.Close()
 			if err != nil || n != logSize {
-				b.Fatalf("read %d bytes, %v; want %d", n, err, logSize)
+				require.FailNow(b, fmt.Sprintf("read %d bytes, %v; want %d", n, err, logSize))
 			}
 		}
 	})
 	b.Run("baseline", func(b *testing.B) {
 		ref, err := p.Ref()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		var state struct {
 			Dir string `json:"dir"`
 		}
 		if err := json.Unmarshal(ref.Data, &state); err != nil || state.Dir == "" {
-			b.Fatalf("ref %s: no state dir (%v)", ref.Data, err)
+			require.FailNow(b, fmt.Sprintf("ref %s: no state dir (%v)", ref.Data, err))
 		}
 		sock := srv.StartControlMaster(b)
 		b.SetBytes(logSize)
@@ -147,9 +139,7 @@ func BenchmarkSSHExitDetection(b *testing.B) {
 func benchCorralRun(b *testing.B, srv *sshtest.Server, opts Options, command string) {
 	ctx := context.Background()
 	e, err := Open(ctx, srv.Target(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer e.Close()
 	spec := env.Spec{Command: command}
 	var detect, started, removed []float64
@@ -157,24 +147,18 @@ func benchCorralRun(b *testing.B, srv *sshtest.Server, opts Options, command str
 	for b.Loop() {
 		t0 := time.Now()
 		p, err := e.Start(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		started = append(started, float64(time.Since(t0))/1e6)
 		st, err := p.Wait(ctx)
 		waited := time.Now()
 		if err != nil || !st.Success() {
-			b.Fatalf("Wait: %v %v", st, err)
+			require.FailNow(b, fmt.Sprintf("Wait: %v %v", st, err))
 		}
 		rc, err := p.Output(ctx, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		out, err := io.ReadAll(rc)
 		rc.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && len(out) > 0 {
 			detect = append(detect, float64(waited.Sub(time.Unix(0, ns)))/1e6)
 		}
@@ -183,9 +167,7 @@ func benchCorralRun(b *testing.B, srv *sshtest.Server, opts Options, command str
 		// nothing to clean: timed apart, reported as remove-ms.
 		b.StopTimer()
 		t1 := time.Now()
-		if err := p.Remove(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Remove(ctx))
 		removed = append(removed, float64(time.Since(t1))/1e6)
 		b.StartTimer()
 	}
@@ -208,7 +190,7 @@ func benchCommand(b *testing.B, name string, args ...string) {
 		cmd := exec.Command(name, args...)
 		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 		if err := cmd.Run(); err != nil {
-			b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+			require.FailNow(b, fmt.Sprintf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String()))
 		}
 	}
 }

@@ -2,8 +2,11 @@ package ssh_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
@@ -49,7 +52,7 @@ func conformance(t *testing.T, residents int) {
 				Residents:       residents,
 			})
 			if err != nil {
-				t.Fatalf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log())
+				require.FailNow(t, fmt.Sprintf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log()))
 			}
 			return e
 		},

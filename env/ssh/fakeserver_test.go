@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/corralhq/corral/env"
@@ -34,13 +35,9 @@ type fakeServer struct {
 
 func startFakeServer(t *testing.T, clientKey xssh.PublicKey) *fakeServer {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	signer, err := xssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg := &xssh.ServerConfig{
 		PublicKeyCallback: func(_ xssh.ConnMetadata, k xssh.PublicKey) (*xssh.Permissions, error) {
 			if string(k.Marshal()) == string(clientKey.Marshal()) {
@@ -51,9 +48,7 @@ func startFakeServer(t *testing.T, clientKey xssh.PublicKey) *fakeServer {
 	}
 	cfg.AddHostKey(signer)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := &fakeServer{addr: l.Addr().String(), hostKey: signer.PublicKey(), l: l}
 	s.wg.Add(1)
 	go func() {
@@ -120,14 +115,12 @@ func TestExitStatusWithoutCleanCloseIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, err := Dial(ctx, "ssh://root@"+srv.addr, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tr.Close()
 	var out strings.Builder
 	code, err := tr.Exec(ctx, "echo whatever", nil, &out, nil)
 	if !errors.Is(err, env.ErrUnavailable) {
-		t.Fatalf("Exec = code %d, output %q, err %v; a session whose end was not confirmed must be ErrUnavailable", code, out.String(), err)
+		require.FailNow(t, fmt.Sprintf("Exec = code %d, output %q, err %v; a session whose end was not confirmed must be ErrUnavailable", code, out.String(), err))
 	}
 }
 

@@ -3,6 +3,7 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/env/ssh/sshtest"
@@ -68,7 +70,7 @@ func dialServer(t testing.TB, srv *sshtest.Server, opts Options) *Transport {
 	defer cancel()
 	tr, err := Dial(ctx, srv.Target(), opts)
 	if err != nil {
-		t.Fatalf("Dial(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log())
+		require.FailNow(t, fmt.Sprintf("Dial(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log()))
 	}
 	t.Cleanup(func() { tr.Close() })
 	return tr
@@ -82,7 +84,7 @@ func run(t testing.TB, tr *Transport, script string, stdin io.Reader) (string, s
 	var out, errOut bytes.Buffer
 	code, err := tr.Exec(ctx, script, stdin, &out, &errOut)
 	if err != nil {
-		t.Fatalf("Exec(%q): %v", script, err)
+		require.FailNow(t, fmt.Sprintf("Exec(%q): %v", script, err))
 	}
 	return out.String(), errOut.String(), code
 }
@@ -179,8 +181,6 @@ const (
 func writeTestFile(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 	return p
 }

@@ -44,7 +44,7 @@ func TestIdleCloseDialsAgainOnDemand(t *testing.T) {
 	select {
 	case <-d.last().thaw: // closed by Close
 	default:
-		t.Fatal("idle, but the TCP connection is still open")
+		require.FailNow(t, "idle, but the TCP connection is still open")
 	}
 	time.Sleep(3 * opts.IdleClose)
 	require.Equal(t, 1, d.dialCount(), "an idle connection was dialled again with nobody asking")

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env/ssh/sshtest"
-	"github.com/corralhq/corral/internal/porttest"
+	"github.com/corralhq/corral/internal/testing/porttest"
 )
 
 // TestPorts runs the port calls over ssh against the test sshd (on this

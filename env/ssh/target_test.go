@@ -2,12 +2,16 @@ package ssh
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/internal/shellquote"
 )
@@ -23,9 +27,7 @@ func TestParseTarget(t *testing.T) {
 	}
 	for in, want := range good {
 		got, err := parseTarget(in)
-		if err != nil || got != want {
-			t.Errorf("parseTarget(%q) = %+v, %v; want %+v", in, got, err, want)
-		}
+		assert.Truef(t, err == nil && got == want, "parseTarget(%q) = %+v, %v; want %+v", in, got, err, want)
 	}
 	bad := []string{
 		"", "host", "ssh:/host", "http://host", "ssh://", "ssh://user@", "ssh://host:0", "ssh://host:70000",
@@ -33,9 +35,8 @@ func TestParseTarget(t *testing.T) {
 		"ssh://-oProxyCommand=x", "ssh://-u@host", "ssh://h;touch x", "ssh://h%20x", "ssh://a'b@host",
 	}
 	for _, in := range bad {
-		if d, err := parseTarget(in); !errors.Is(err, ErrBadTarget) {
-			t.Errorf("parseTarget(%q) = %+v, %v; want ErrBadTarget", in, d, err)
-		}
+		d, err := parseTarget(in)
+		assert.Truef(t, errors.Is(err, ErrBadTarget), "parseTarget(%q) = %+v, %v; want ErrBadTarget", in, d, err)
 	}
 }
 
@@ -59,46 +60,31 @@ Host *
   IdentityFile ~/.ssh/common
 `), 0o600)
 	opts, home, err := Options{ConfigFile: cfg, Home: home}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	r, err := resolve(destination{host: "build"}, opts, home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := resolved{
 		alias: "build", user: "ci", hostName: "192.0.2.10", port: 2200,
 		identityFiles:   []string{home + "/.ssh/build_key", home + "/keys/ci@192.0.2.10", home + "/.ssh/common"},
 		identitiesOnly:  true,
 		knownHostsFiles: []string{home + "/kh1", "/abs/kh2", "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
 	}
-	if !reflect.DeepEqual(r, want) {
-		t.Errorf("resolve(build) =\n%+v\nwant\n%+v", r, want)
-	}
+	assert.Truef(t, reflect.DeepEqual(r, want), "resolve(build) =\n%+v\nwant\n%+v", r, want)
 
 	// The URL's user and port win over the config, as on ssh's command line.
 	r, err = resolve(destination{host: "build", user: "admin", port: 22}, opts, home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.user != "admin" || r.port != 22 || r.hostName != "192.0.2.10" {
-		t.Errorf("URL user/port did not win: %+v", r)
-	}
+	require.NoError(t, err)
+	assert.Truef(t, r.user == "admin" && r.port == 22 && r.hostName == "192.0.2.10", "URL user/port did not win: %+v", r)
 
 	// Options.IdentityFiles come first; no config match falls to Host *.
 	opts.IdentityFiles = []string{"/opt/key"}
 	opts.AgentSocket = "/run/agent.sock"
 	r, err = resolve(destination{host: "other"}, opts, home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.user != "fallback" || r.hostName != "other" || r.port != 22 || r.agentSocket != "/run/agent.sock" ||
-		!reflect.DeepEqual(r.identityFiles, []string{"/opt/key", home + "/.ssh/common"}) {
-		t.Errorf("resolve(other) = %+v", r)
-	}
+	require.NoError(t, err)
+	assert.Truef(t, r.user == "fallback" && r.hostName == "other" && r.port == 22 && r.agentSocket == "/run/agent.sock" && reflect.DeepEqual(r.identityFiles, []string{"/opt/key", home + "/.ssh/common"}), "resolve(other) = %+v", r)
 	if r, _ := resolve(destination{host: "jumped"}, opts, home); r.proxyJump != "bastion" {
-		t.Errorf("ProxyJump not read: %+v", r)
+		assert.Fail(t, fmt.Sprintf("ProxyJump not read: %+v", r))
 	}
 }
 
@@ -106,19 +92,12 @@ func TestResolveDefaults(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("SSH_AUTH_SOCK", "/tmp/agent-test.sock")
 	opts, home, err := Options{Home: home}.withDefaults() // ~/.ssh/config absent
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	opts.ConfigFile = "none"
 	r, err := resolve(destination{host: "h"}, opts, home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantIDs := []string{home + "/.ssh/id_ed25519", home + "/.ssh/id_ecdsa", home + "/.ssh/id_rsa"}
-	if r.port != 22 || r.user == "" || !reflect.DeepEqual(r.identityFiles, wantIDs) ||
-		r.knownHostsFiles[0] != home+"/.ssh/known_hosts" || r.agentSocket != "/tmp/agent-test.sock" {
-		t.Errorf("defaults: %+v", r)
-	}
+	assert.Truef(t, r.port == 22 && r.user != "" && reflect.DeepEqual(r.identityFiles, wantIDs) && r.knownHostsFiles[0] == home+"/.ssh/known_hosts" && r.agentSocket == "/tmp/agent-test.sock", "defaults: %+v", r)
 }
 
 func TestResolveRejectsUnsafeConfigValues(t *testing.T) {
@@ -127,9 +106,8 @@ func TestResolveRejectsUnsafeConfigValues(t *testing.T) {
 	os.WriteFile(cfg, []byte("Host a\n  HostName x;touch /tmp/y\nHost b\n  User -oProxyCommand=x\nHost c\n  Port 99999\n"), 0o600)
 	opts, home, _ := Options{ConfigFile: cfg, Home: home}.withDefaults()
 	for _, h := range []string{"a", "b", "c"} {
-		if _, err := resolve(destination{host: h}, opts, home); !errors.Is(err, ErrBadTarget) {
-			t.Errorf("resolve(%s): %v, want ErrBadTarget", h, err)
-		}
+		_, err := resolve(destination{host: h}, opts, home)
+		assert.Truef(t, errors.Is(err, ErrBadTarget), "resolve(%s): %v, want ErrBadTarget", h, err)
 	}
 }
 
@@ -144,28 +122,20 @@ func TestRemoteCommand(t *testing.T) {
 	for _, s := range cases {
 		cmd := remoteCommand("printf %s " + shellquote.Quote(s))
 		out, err := exec.Command("/bin/sh", "-c", cmd).Output()
-		if err != nil || string(out) != s {
-			t.Errorf("sh -c %s = %q, %v; want %q", cmd, out, err, s)
-		}
+		assert.Truef(t, err == nil && string(out) == s, "sh -c %s = %q, %v; want %q", cmd, out, err, s)
 	}
-	if got, want := remoteCommand("echo 'x'"), `/bin/sh -c 'echo '\''x'\'''`; got != want {
-		t.Errorf("remoteCommand = %s, want %s", got, want)
-	}
+	got, want := remoteCommand("echo 'x'"), `/bin/sh -c 'echo '\''x'\'''`
+	assert.Truef(t, got == want, "remoteCommand = %s, want %s", got, want)
 }
 
 func TestHostKeyErrorMessages(t *testing.T) {
 	unknown := &HostKeyError{Host: "example.org:22", KeyType: "ssh-ed25519", Fingerprint: "SHA256:abc", Files: []string{"/h/.ssh/known_hosts"}}
-	if !errors.Is(unknown, ErrHostKeyUnknown) || errors.Is(unknown, ErrHostKeyChanged) {
-		t.Error("unknown key matches the wrong sentinel")
-	}
+	assert.True(t, errors.Is(unknown, ErrHostKeyUnknown) && !errors.Is(unknown, ErrHostKeyChanged), "unknown key matches the wrong sentinel")
 	if want := "`ssh-keyscan example.org >> /h/.ssh/known_hosts`"; !strings.Contains(unknown.Error(), want) {
-		t.Errorf("%s\ndoes not contain %s", unknown, want)
+		assert.Fail(t, fmt.Sprintf("%s\ndoes not contain %s", unknown, want))
 	}
 	changed := &HostKeyError{Host: "127.0.0.1:2222", KeyType: "ssh-ed25519", Fingerprint: "SHA256:abc", Changed: true, Known: []string{"f:3"}}
-	if !errors.Is(changed, ErrHostKeyChanged) || errors.Is(changed, ErrHostKeyUnknown) {
-		t.Error("changed key matches the wrong sentinel")
-	}
-	if want := "ssh-keygen -R [127.0.0.1]:2222"; !strings.Contains(changed.Error(), want) {
-		t.Errorf("%s\ndoes not contain %s", changed, want)
-	}
+	assert.True(t, errors.Is(changed, ErrHostKeyChanged) && !errors.Is(changed, ErrHostKeyUnknown), "changed key matches the wrong sentinel")
+	want := "ssh-keygen -R [127.0.0.1]:2222"
+	assert.Truef(t, strings.Contains(changed.Error(), want), "%s\ndoes not contain %s", changed, want)
 }

@@ -30,43 +30,31 @@ func TestExec(t *testing.T) {
 
 	t.Run("stdout stderr and exit code", func(t *testing.T) {
 		out, errOut, code := run(t, tr, "echo out; echo err >&2; exit 7", nil)
-		if out != "out\n" || errOut != "err\n" || code != 7 {
-			t.Fatalf("got stdout %q stderr %q code %d; want out, err, 7", out, errOut, code)
-		}
+		require.Truef(t, out == "out\n" && errOut == "err\n" && code == 7, "got stdout %q stderr %q code %d; want out, err, 7", out, errOut, code)
 	})
 	t.Run("runs under /bin/sh whatever the login shell", func(t *testing.T) {
 		// $0 is the shell that runs the script.
 		out, _, _ := run(t, tr, `printf %s "$0"`, nil)
-		if out != "/bin/sh" {
-			t.Fatalf("script ran under %q, want /bin/sh", out)
-		}
+		require.Truef(t, out == "/bin/sh", "script ran under %q, want /bin/sh", out)
 	})
 	t.Run("script with quotes arrives literally", func(t *testing.T) {
 		script := `printf '%s\n' "it's" 'a "quoted" $HOME ` + "`x`" + ` \\ ; touch /nonexistent-dir/x'`
 		out, _, code := run(t, tr, script, nil)
 		want := "it's\na \"quoted\" $HOME `x` \\\\ ; touch /nonexistent-dir/x\n"
-		if out != want || code != 0 {
-			t.Fatalf("got %q (code %d), want %q", out, code, want)
-		}
+		require.Truef(t, out == want && code == 0, "got %q (code %d), want %q", out, code, want)
 	})
 	t.Run("stdin is copied", func(t *testing.T) {
 		out, _, _ := run(t, tr, "tr a-z A-Z", strings.NewReader("hello\n"))
-		if out != "HELLO\n" {
-			t.Fatalf("got %q, want HELLO", out)
-		}
+		require.Truef(t, out == "HELLO\n", "got %q, want HELLO", out)
 	})
 	t.Run("no stdin reads EOF", func(t *testing.T) {
 		out, _, code := run(t, tr, "cat; echo done", nil)
-		if out != "done\n" || code != 0 {
-			t.Fatalf("got %q code %d", out, code)
-		}
+		require.Truef(t, out == "done\n" && code == 0, "got %q code %d", out, code)
 	})
 	t.Run("script that ignores a large stdin", func(t *testing.T) {
 		big := bytes.Repeat([]byte("x"), 8<<20)
 		_, _, code := run(t, tr, "exit 3", bytes.NewReader(big))
-		if code != 3 {
-			t.Fatalf("code %d, want 3", code)
-		}
+		require.Truef(t, code == 3, "code %d, want 3", code)
 	})
 	t.Run("large binary output is complete", func(t *testing.T) {
 		data := make([]byte, 12<<20)
@@ -77,18 +65,14 @@ func TestExec(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		code, err := tr.Exec(ctx, "cat", bytes.NewReader(data), &out, nil)
-		if err != nil || code != 0 {
-			t.Fatalf("Exec: code %d err %v", code, err)
-		}
+		require.Truef(t, err == nil && code == 0, "Exec: code %d err %v", code, err)
 		if got := sha256.Sum256(out.Bytes()); got != want || out.Len() != len(data) {
-			t.Fatalf("got %d bytes with another checksum, want %d bytes", out.Len(), len(data))
+			require.FailNow(t, fmt.Sprintf("got %d bytes with another checksum, want %d bytes", out.Len(), len(data)))
 		}
 	})
 	t.Run("killed by a signal reports 128+N", func(t *testing.T) {
 		_, _, code := run(t, tr, "kill -TERM $$", nil)
-		if code != 128+15 {
-			t.Fatalf("code %d, want %d", code, 128+15)
-		}
+		require.Truef(t, code == 128+15, "code %d, want %d", code, 128+15)
 	})
 	t.Run("cancelled context ends the session, not the connection", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -100,21 +84,17 @@ func TestExec(t *testing.T) {
 		}()
 		<-started
 		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Exec after cancel: %v, want context.Canceled", err)
-		}
-		if out, _, _ := run(t, tr, "echo still-up", nil); out != "still-up\n" {
-			t.Fatalf("connection unusable after a cancelled Exec: %q", out)
-		}
+		err := <-errc
+		require.Truef(t, errors.Is(err, context.Canceled), "Exec after cancel: %v, want context.Canceled", err)
+		out, _, _ := run(t, tr, "echo still-up", nil)
+		require.Truef(t, out == "still-up\n", "connection unusable after a cancelled Exec: %q", out)
 	})
 	t.Run("closed transport returns ErrReleased", func(t *testing.T) {
 		tr2 := dialServer(t, srv, serverOptions(t, srv))
 		tr2.Close()
 		tr2.Close() // idempotent
 		_, err := tr2.Exec(context.Background(), "true", nil, nil, nil)
-		if !errors.Is(err, env.ErrReleased) {
-			t.Fatalf("Exec after Close: %v, want ErrReleased", err)
-		}
+		require.Truef(t, errors.Is(err, env.ErrReleased), "Exec after Close: %v, want ErrReleased", err)
 	})
 }
 
@@ -150,9 +130,8 @@ func TestExecQueuesWhenSessionsAreTaken(t *testing.T) {
 				<-release
 				pw.Close()
 			}()
-			if _, err := tr.Exec(context.Background(), "echo up; cat >/dev/null", pr, &signalWriter{ch: started}, nil); err != nil {
-				t.Errorf("holder %d: %v", i, err)
-			}
+			_, err := tr.Exec(context.Background(), "echo up; cat >/dev/null", pr, &signalWriter{ch: started}, nil)
+			assert.NoErrorf(t, err, "holder %d", i)
 		}()
 		<-started
 	}
@@ -161,18 +140,15 @@ func TestExecQueuesWhenSessionsAreTaken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tr.Exec(ctx, "touch "+marker, nil, nil, nil)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "wait for a free session") {
-		t.Errorf("Exec with all slots taken: %v, want it to wait for a free session", err)
-	}
+	assert.Truef(t, errors.Is(err, context.Canceled) && strings.Contains(err.Error(), "wait for a free session"), "Exec with all slots taken: %v, want it to wait for a free session", err)
 	close(release)
 	holders.Wait()
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the queued script ran: %v", err)
+		assert.Fail(t, fmt.Sprintf("the queued script ran: %v", err))
 	}
 	// Slots are free again.
-	if out, _, _ := run(t, tr, "echo free", nil); out != "free\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo free", nil)
+	require.Truef(t, out == "free\n", "got %q", out)
 }
 
 func TestSessionsQueueBeyondMaxSessions(t *testing.T) {
@@ -202,7 +178,7 @@ func TestSessionsQueueBeyondMaxSessions(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.Fail(t, fmt.Sprint(err))
 	}
 }
 
@@ -211,28 +187,21 @@ func TestHostKeyUnknownIsRefused(t *testing.T) {
 	opts := serverOptions(t, srv)
 	opts.KnownHostsFiles = []string{filepath.Join(t.TempDir(), "known_hosts")} // does not exist
 	_, err := Dial(context.Background(), srv.Target(), opts)
-	if !errors.Is(err, ErrHostKeyUnknown) || errors.Is(err, ErrHostKeyChanged) {
-		t.Fatalf("Dial to unknown host: %v, want ErrHostKeyUnknown", err)
-	}
+	require.Truef(t, errors.Is(err, ErrHostKeyUnknown) && !errors.Is(err, ErrHostKeyChanged), "Dial to unknown host: %v, want ErrHostKeyUnknown", err)
 	msg := err.Error()
-	if want := fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> ", srv.Port); !strings.Contains(msg, want) {
-		t.Errorf("error %q does not contain %q", msg, want)
-	}
+	want := fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> ", srv.Port)
+	assert.Truef(t, strings.Contains(msg, want), "error %q does not contain %q", msg, want)
 	// The server chose which of its keys to show; the message must carry
 	// that key's fingerprint.
 	var hke *HostKeyError
-	if !errors.As(err, &hke) {
-		t.Fatalf("%T is not a *HostKeyError", err)
-	}
+	require.Truef(t, errors.As(err, &hke), "%T is not a *HostKeyError", err)
 	found := false
 	for _, k := range srv.HostKeys {
 		if fp := xssh.FingerprintSHA256(k); hke.Fingerprint == fp && strings.Contains(msg, fp) {
 			found = true
 		}
 	}
-	if !found {
-		t.Errorf("error %q does not carry the fingerprint of one of the server's keys", msg)
-	}
+	assert.Truef(t, found, "error %q does not carry the fingerprint of one of the server's keys", msg)
 }
 
 func TestHostKeyChangedIsRefusedEvenWithAcceptNew(t *testing.T) {
@@ -245,16 +214,11 @@ func TestHostKeyChangedIsRefusedEvenWithAcceptNew(t *testing.T) {
 		opts.KnownHostsFiles = []string{kh}
 		opts.HostKeyPolicy = policy
 		_, err := Dial(context.Background(), srv.Target(), opts)
-		if !errors.Is(err, ErrHostKeyChanged) {
-			t.Fatalf("policy %d: Dial with a changed key: %v, want ErrHostKeyChanged", policy, err)
-		}
-		if !strings.Contains(err.Error(), "HAS CHANGED") || !strings.Contains(err.Error(), kh+":1") {
-			t.Errorf("error does not say loudly what changed and where: %v", err)
-		}
+		require.Truef(t, errors.Is(err, ErrHostKeyChanged), "policy %d: Dial with a changed key: %v, want ErrHostKeyChanged", policy, err)
+		assert.Truef(t, strings.Contains(err.Error(), "HAS CHANGED") && strings.Contains(err.Error(), kh+":1"), "error does not say loudly what changed and where: %v", err)
 	}
-	if b, _ := os.ReadFile(kh); bytes.Count(b, []byte("\n")) != 1 {
-		t.Fatalf("known_hosts was modified:\n%s", b)
-	}
+	b, _ := os.ReadFile(kh)
+	require.Truef(t, bytes.Count(b, []byte("\n")) == 1, "known_hosts was modified:\n%s", b)
 }
 
 func TestHostKeyRevokedIsRefused(t *testing.T) {
@@ -269,9 +233,7 @@ func TestHostKeyRevokedIsRefused(t *testing.T) {
 	opts.KnownHostsFiles = []string{writeTestFile(t, dir, "known_hosts", kh.String())}
 	_, err := Dial(context.Background(), srv.Target(), opts)
 	var hke *HostKeyError
-	if !errors.Is(err, ErrHostKeyChanged) || !errors.As(err, &hke) || !hke.Revoked {
-		t.Fatalf("Dial with a revoked key: %v, want a revoked HostKeyError", err)
-	}
+	require.Truef(t, errors.Is(err, ErrHostKeyChanged) && errors.As(err, &hke) && hke.Revoked, "Dial with a revoked key: %v, want a revoked HostKeyError", err)
 }
 
 // A host known only by its second key type must be accepted: the client
@@ -284,9 +246,8 @@ func TestHostKnownByOneOfSeveralKeys(t *testing.T) {
 			opts.KnownHostsFiles = []string{writeTestFile(t, t.TempDir(), "known_hosts",
 				fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, xssh.MarshalAuthorizedKey(k)))}
 			tr := dialServer(t, srv, opts)
-			if out, _, _ := run(t, tr, "echo ok", nil); out != "ok\n" {
-				t.Fatalf("got %q", out)
-			}
+			out, _, _ := run(t, tr, "echo ok", nil)
+			require.Truef(t, out == "ok\n", "got %q", out)
 		})
 	}
 }
@@ -302,15 +263,12 @@ func TestHostKeyAcceptNewRecordsTheKey(t *testing.T) {
 
 	b, err := os.ReadFile(kh)
 	require.NoError(t, err, "known_hosts not written")
-	if !strings.HasPrefix(string(b), fmt.Sprintf("[127.0.0.1]:%d ", srv.Port)) || bytes.Count(b, []byte("\n")) != 1 {
-		t.Fatalf("unexpected known_hosts:\n%s", b)
-	}
+	require.Truef(t, strings.HasPrefix(string(b), fmt.Sprintf("[127.0.0.1]:%d ", srv.Port)) && bytes.Count(b, []byte("\n")) == 1, "unexpected known_hosts:\n%s", b)
 	// Now known: a strict connection succeeds and writes nothing.
 	opts.HostKeyPolicy = HostKeyStrict
 	dialServer(t, srv, opts).Close()
-	if b2, _ := os.ReadFile(kh); !bytes.Equal(b, b2) {
-		t.Fatalf("known_hosts changed on a second connection:\n%s", b2)
-	}
+	b2, _ := os.ReadFile(kh)
+	require.Truef(t, bytes.Equal(b, b2), "known_hosts changed on a second connection:\n%s", b2)
 }
 
 func TestAuthWithAgent(t *testing.T) {
@@ -325,9 +283,8 @@ func TestAuthWithAgent(t *testing.T) {
 	opts.IdentityFiles = nil
 	opts.AgentSocket = sock
 	tr := dialServer(t, srv, opts)
-	if out, _, _ := run(t, tr, "echo via-agent", nil); out != "via-agent\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo via-agent", nil)
+	require.Truef(t, out == "via-agent\n", "got %q", out)
 }
 
 func TestAuthEncryptedKeyWithoutAgent(t *testing.T) {
@@ -339,21 +296,16 @@ func TestAuthEncryptedKeyWithoutAgent(t *testing.T) {
 	opts := serverOptions(t, srv)
 	opts.IdentityFiles = []string{key.Path}
 	_, err := Dial(context.Background(), srv.Target(), opts)
-	if !errors.Is(err, ErrKeyEncrypted) || !errors.Is(err, ErrAuthFailed) {
-		t.Fatalf("Dial with only an encrypted key: %v, want ErrKeyEncrypted", err)
-	}
+	require.Truef(t, errors.Is(err, ErrKeyEncrypted) && errors.Is(err, ErrAuthFailed), "Dial with only an encrypted key: %v, want ErrKeyEncrypted", err)
 	for _, want := range []string{key.Path, "ssh-add " + key.Path} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
+		assert.Truef(t, strings.Contains(err.Error(), want), "error %q does not mention %q", err, want)
 	}
 
 	// The same key file is fine once the agent holds the key.
 	opts.AgentSocket = sshtest.StartAgent(t, key.Private)
 	tr := dialServer(t, srv, opts)
-	if out, _, _ := run(t, tr, "echo ok", nil); out != "ok\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo ok", nil)
+	require.Truef(t, out == "ok\n", "got %q", out)
 }
 
 func TestAuthRejectedKey(t *testing.T) {
@@ -361,12 +313,8 @@ func TestAuthRejectedKey(t *testing.T) {
 	opts := serverOptions(t, srv)
 	opts.IdentityFiles = []string{sshtest.WriteKey(t, filepath.Join(t.TempDir(), "stranger"), "").Path}
 	_, err := Dial(context.Background(), srv.Target(), opts)
-	if !errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrKeyEncrypted) {
-		t.Fatalf("Dial with an unauthorized key: %v, want ErrAuthFailed", err)
-	}
-	if !strings.Contains(err.Error(), "stranger") {
-		t.Errorf("error does not name the key offered: %v", err)
-	}
+	require.Truef(t, errors.Is(err, ErrAuthFailed) && !errors.Is(err, ErrKeyEncrypted), "Dial with an unauthorized key: %v, want ErrAuthFailed", err)
+	assert.Truef(t, strings.Contains(err.Error(), "stranger"), "error does not name the key offered: %v", err)
 }
 
 func TestConfigAlias(t *testing.T) {
@@ -380,11 +328,10 @@ func TestConfigAlias(t *testing.T) {
 	require.NoError(t, err, "Dial via alias")
 	defer tr.Close()
 	if want := fmt.Sprintf("ssh://%s@%s:%d", srv.User, srv.Alias, srv.Port); tr.Name() != want {
-		t.Errorf("Name() = %q, want %q", tr.Name(), want)
+		assert.Fail(t, fmt.Sprintf("Name() = %q, want %q", tr.Name(), want))
 	}
-	if out, _, _ := run(t, tr, "echo aliased", nil); out != "aliased\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo aliased", nil)
+	require.Truef(t, out == "aliased\n", "got %q", out)
 }
 
 func TestProxyJump(t *testing.T) {
@@ -414,12 +361,11 @@ Host *
 	tr, err := Dial(ctx, "ssh://inner", opts)
 	require.NoError(t, err, "Dial through ProxyJump")
 	defer tr.Close()
-	if out, _, _ := run(t, tr, "echo inner", nil); out != "inner\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo inner", nil)
+	require.Truef(t, out == "inner\n", "got %q", out)
 	// Only the jump host was dialled directly.
 	if d.dialCount() != 1 || d.last().RemoteAddr().String() != jump.Addr() {
-		t.Fatalf("dialled %d connections, last to %s; want one, to the jump host %s", d.dialCount(), d.last().RemoteAddr(), jump.Addr())
+		require.FailNow(t, fmt.Sprintf("dialled %d connections, last to %s; want one, to the jump host %s", d.dialCount(), d.last().RemoteAddr(), jump.Addr()))
 	}
 }
 
@@ -437,9 +383,7 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 	l.Close() // nothing listens there now
 	opts := Options{ConfigFile: "none", Home: t.TempDir(), AgentSocket: "none", Logger: testLogger(t)}
 	_, err = Dial(context.Background(), "ssh://root@"+addr, opts)
-	if !errors.Is(err, env.ErrUnavailable) {
-		t.Fatalf("Dial to a closed port: %v, want ErrUnavailable", err)
-	}
+	require.Truef(t, errors.Is(err, env.ErrUnavailable), "Dial to a closed port: %v, want ErrUnavailable", err)
 }
 
 // A server that accepts TCP and never speaks SSH must not hang Dial:
@@ -467,11 +411,9 @@ func TestHandshakeTimeout(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, env.ErrUnavailable) {
-			t.Fatalf("Dial to a silent server: %v, want ErrUnavailable", err)
-		}
+		require.Truef(t, errors.Is(err, env.ErrUnavailable), "Dial to a silent server: %v, want ErrUnavailable", err)
 	case <-time.After(60 * time.Second):
-		t.Fatal("Dial to a silent server hung past its handshake timeout")
+		require.FailNow(t, "Dial to a silent server hung past its handshake timeout")
 	}
 	if c, ok := <-accepted; ok {
 		c.Close()
@@ -495,9 +437,8 @@ func TestReconnectAfterClientSideCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, tr.WaitConnected(ctx))
-	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo back", nil)
+	require.Truef(t, out == "back\n", "got %q", out)
 }
 
 // An Exec issued right after a drop waits for the reconnect (nothing was
@@ -512,11 +453,10 @@ func TestExecWaitsForReconnect(t *testing.T) {
 	tr := dialServer(t, srv, opts)
 	run(t, tr, "true", nil)
 	d.last().Close()
-	if out, _, _ := run(t, tr, "echo waited", nil); out != "waited\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo waited", nil)
+	require.Truef(t, out == "waited\n", "got %q", out)
 	if d.dialCount() != 2 {
-		t.Fatalf("%d dials, want 2", d.dialCount())
+		require.FailNow(t, fmt.Sprintf("%d dials, want 2", d.dialCount()))
 	}
 }
 
@@ -532,17 +472,14 @@ func TestExecDuringDropIsUnavailable(t *testing.T) {
 	// connection; either way it must be ErrUnavailable, never an exit code.
 	for i := 0; i < 3; i++ {
 		code, err := tr.Exec(context.Background(), "true", nil, nil, nil)
-		if !errors.Is(err, env.ErrUnavailable) {
-			t.Fatalf("Exec with sshd down: code %d err %v, want ErrUnavailable", code, err)
-		}
+		require.Truef(t, errors.Is(err, env.ErrUnavailable), "Exec with sshd down: code %d err %v, want ErrUnavailable", code, err)
 	}
 	srv.Restart(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, tr.WaitConnected(ctx))
-	if out, _, _ := run(t, tr, "echo back", nil); out != "back\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo back", nil)
+	require.Truef(t, out == "back\n", "got %q", out)
 }
 
 // A peer that silently stops answering is detected by the keepalive and
@@ -564,9 +501,8 @@ func TestKeepAliveDetectsSilentPeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, tr.WaitConnected(ctx))
-	if out, _, _ := run(t, tr, "echo alive", nil); out != "alive\n" {
-		t.Fatalf("got %q", out)
-	}
+	out, _, _ := run(t, tr, "echo alive", nil)
+	require.Truef(t, out == "alive\n", "got %q", out)
 }
 
 // After a reconnect the host key is verified again: a server that comes
@@ -591,9 +527,7 @@ func TestReconnectRefusesChangedHostKey(t *testing.T) {
 		_, err = tr.Exec(context.Background(), "true", nil, nil, nil)
 		assert.ErrorIs(c, err, ErrHostKeyChanged)
 	}, condWait, condPoll, "waiting for Exec to report the changed key")
-	if errors.Is(err, env.ErrUnavailable) {
-		t.Fatalf("a refused host key must not look transient: %v", err)
-	}
+	require.Falsef(t, errors.Is(err, env.ErrUnavailable), "a refused host key must not look transient: %v", err)
 }
 
 // IdentitiesOnly keeps agent keys that match no identity file from being
@@ -614,9 +548,9 @@ func TestIdentitiesOnlyFiltersAgentKeys(t *testing.T) {
 		tr, err := Dial(context.Background(), srv.Target(), opts)
 		switch {
 		case only == "no" && err != nil:
-			t.Errorf("IdentitiesOnly no: the agent key should be offered: %v", err)
+			assert.Fail(t, fmt.Sprintf("IdentitiesOnly no: the agent key should be offered: %v", err))
 		case only == "yes" && !errors.Is(err, ErrAuthFailed):
-			t.Errorf("IdentitiesOnly yes: %v, want ErrAuthFailed (agent key not offered)", err)
+			assert.Fail(t, fmt.Sprintf("IdentitiesOnly yes: %v, want ErrAuthFailed (agent key not offered)", err))
 		}
 		if tr != nil {
 			tr.Close()

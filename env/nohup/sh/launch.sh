@@ -147,8 +147,13 @@ corral_launch() {
 	# sleep. The read builtin takes a system call per byte, so a look at
 	# /proc/PID/stat costs ~0.2ms; the spin looks for the cheap sign of
 	# an end instead: a zombie (or a reaped process) has no cwd.
+	# l_spin bounds it: one look is a stat and a few microseconds of
+	# shell, so 1500 looks are 2-5ms under dash, bash or busybox ash,
+	# longer than a quick command takes to end and short against the
+	# first sleep of STEPS.
+	l_spin=1500
 	n=0
-	while [ -n "$steps" ] && [ -e "/proc/$c/cwd" ] && [ $n -lt 1500 ]; do n=$((n+1)); done
+	while [ -n "$steps" ] && [ -e "/proc/$c/cwd" ] && [ $n -lt $l_spin ]; do n=$((n+1)); done
 	state "$d" "$w" "$wst" "$c" "$cst"
 	for s in $steps; do
 		# shellcheck disable=SC2154 # st is set by state (state.sh)

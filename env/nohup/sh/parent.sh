@@ -48,6 +48,22 @@
 d=$1 sh=$2 ss=$3 mode=$4 si=$5
 set -f
 p=$$
+# The waits below spin on builtins first and sleep only after: a builtin
+# look costs microseconds, a sleep is a fork and a millisecond or more. The
+# counts are looks:
+#   pw_spin, pw_max: the wrapper's wait for the command's pid file. The
+#     first 1000 (about a millisecond of [ -f ]) catch a command that
+#     starts at once; then 1ms naps, and after 5000 looks (seconds on a
+#     loaded machine) the command is reported as never started.
+#   ps_spin, ps_max: the wait for the parent to show it is stopped. Each
+#     look is a pstat (a read of /proc/PID/stat, ~0.2ms), so 50 of them are
+#     about 10ms; the bound of 5000 only ends a wait that a vanished
+#     parent would make endless.
+#   g_spin, g_max: the command's gate, waiting for the parent file: like
+#     pw_spin, then 1ms sleeps. The bound (5000 sleeps, seconds) is far
+#     longer than a wrapper takes to stop the parent even on a loaded
+#     machine; it only keeps a command whose wrapper died from hanging.
+pw_spin=1000 pw_max=5000 ps_spin=50 ps_max=5000 g_spin=1000 g_max=6000
 # The wrapper.
 # shellcheck disable=SC2154 # p_* are set by pstat (proc.sh, sent before this file)
 (
@@ -65,16 +81,16 @@ p=$$
 		[ -f "$d/pid" ] && read -r c cst <"$d/pid"
 		[ -n "$cst" ] && break
 		n=$((n+1))
-		if [ $n -gt 5000 ] || ! [ -d "/proc/$p" ]; then echo "nocommand"; exit 1; fi
-		if [ $n -gt 1000 ]; then nap; fi
+		if [ $n -gt $pw_max ] || ! [ -d "/proc/$p" ]; then echo "nocommand"; exit 1; fi
+		if [ $n -gt $pw_spin ]; then nap; fi
 	done
 	kill -STOP "$p"
 	# Start returns only once the parent is really stopped: a signal the
 	# supervisor sends right after must find the command's death kept.
 	n=0
-	while pstat "$p" && [ "$p_state" != T ] && [ $n -lt 5000 ]; do
+	while pstat "$p" && [ "$p_state" != T ] && [ $n -lt $ps_max ]; do
 		n=$((n+1))
-		if [ $n -gt 50 ]; then nap; fi
+		if [ $n -gt $ps_spin ]; then nap; fi
 	done
 	echo "$p $pst" >"$d/parent"
 	pstat "$w"; wst=$p_start
@@ -160,9 +176,9 @@ exec >/dev/null
 	echo "$c ${20}" >"$d/pid" || exit 125
 	# The gate: the wrapper writes parent once the parent is stopped.
 	n=0
-	while ! [ -f "$d/parent" ] && [ -d "/proc/$p" ] && [ $n -lt 6000 ]; do
+	while ! [ -f "$d/parent" ] && [ -d "/proc/$p" ] && [ $n -lt $g_max ]; do
 		n=$((n+1))
-		if [ $n -gt 1000 ]; then sleep 0.001 2>/dev/null || sleep 1; fi
+		if [ $n -gt $g_spin ]; then sleep 0.001 2>/dev/null || sleep 1; fi
 	done
 	if [ "$mode" = armed ]; then exec "$ss" "$sh" -c "$C" corral-command "$d" "$sh"; fi
 	# shellcheck disable=SC1091 # spec is written per process by corral_launch

@@ -88,24 +88,14 @@ corral_listeners_all() {
 	l_report "${corral_proc:-/proc}/net" all
 }
 
-# corral_treelisteners CPID CSTART TAG... (three words a tree) prints
-# what corral_listeners would for each of several trees, in one look:
-#
-#	M IDX PID      a live process of tree IDX (0-based, in argument order)
-#	N IDX NS       tree IDX's sockets are read in network namespace NS
-#	R NS ROW       each row of NS's tcp and tcp6 in the LISTEN state
-#	H PID INODE    each socket among those rows held by a process of a tree
-#
-# A tree is tree's (state.sh): the command's process group while the
-# command runs, and the processes tagged CORRAL_TREE=TAG. Its namespace is
-# its command's while that runs, else another member's, as in
-# corral_listeners; NS is the namespace's inode, or p and the PID it is
-# read through when that cannot be read. One pass over /proc (builtins
-# only) finds the groups, one grep the tags, one stat the namespaces, read
-# (a builtin) the rows and one stat the descriptors: no fork per tree, so
-# that listing every process with its ports is one round trip of a few
-# forks. No command lines are sent.
-corral_treelisteners() {
+# t_members CPID CSTART TAG... (three words a tree) sets t_m to the live
+# members of each tree as " IDX:PID" words (IDX 0-based, in argument
+# order), running commands first; a PID may appear more than once. A tree
+# is tree's (state.sh): the command's process group while the command
+# runs, and the processes tagged CORRAL_TREE=TAG. One pass over /proc
+# (builtins only) finds the groups and one grep the tags, whatever the
+# number of trees. It sets t_P to the /proc directory.
+t_members() {
 	t_P=${corral_proc:-/proc} t_lead=' ' t_first= t_tags= t_i=0
 	while [ $# -ge 3 ]; do
 		# shellcheck disable=SC2154 # p_* are set by pstat (proc.sh)
@@ -144,6 +134,27 @@ corral_treelisteners() {
 			done
 		done
 	)
+}
+
+# corral_treelisteners CPID CSTART TAG... (three words a tree) prints
+# what corral_listeners would for each of several trees, in one look:
+#
+#	M IDX PID      a live process of tree IDX (0-based, in argument order)
+#	N IDX NS       tree IDX's sockets are read in network namespace NS
+#	R NS ROW       each row of NS's tcp and tcp6 in the LISTEN state
+#	H PID INODE    each socket among those rows held by a process of a tree
+#
+# A tree is tree's (state.sh): the command's process group while the
+# command runs, and the processes tagged CORRAL_TREE=TAG. Its namespace is
+# its command's while that runs, else another member's, as in
+# corral_listeners; NS is the namespace's inode, or p and the PID it is
+# read through when that cannot be read. One pass over /proc (builtins
+# only) finds the groups, one grep the tags, one stat the namespaces, one
+# grep the rows of every namespace and one stat the descriptors: no fork
+# per tree, so that listing every process with its ports is one round trip
+# of a few forks. No command lines are sent.
+corral_treelisteners() {
+	t_members "$@"
 	[ -n "$t_m" ] || return 0
 	t_seen=' ' t_reps=' ' t_nsf=
 	for t_w in $t_m; do
@@ -155,8 +166,7 @@ corral_treelisteners() {
 	done
 	# shellcheck disable=SC2086 # one path a word
 	t_ns=" $(stat -L -c '%i:%n' $t_nsf 2>/dev/null | tr '\n' ' ')"
-	t_done=' ' t_inos=' '
-	set -f
+	t_done=' ' t_nets= t_keys=' '
 	for t_w in $t_reps; do
 		t_x=${t_w%%:*} q=${t_w#*:}
 		case $t_ns in
@@ -166,19 +176,40 @@ corral_treelisteners() {
 		echo "N $t_x $t_k"
 		case $t_done in *" $t_k "*) continue ;; esac
 		t_done="$t_done$t_k "
-		# The rows are read with read, not grep: no fork per namespace.
-		for f in "$t_P/$q/net/tcp" "$t_P/$q/net/tcp6"; do
-			[ -r "$f" ] || continue
-			while IFS= read -r t_r; do
-				case $t_r in *" 0A "*) ;; *) continue ;; esac
-				# shellcheck disable=SC2086 # splitting the row's fields is the point
-				set -- $t_r
-				[ "$4" = 0A ] || continue
-				echo "R $t_k $t_r"
-				t_inos="$t_inos${10} "
-			done <"$f"
-		done
+		t_keys="$t_keys$q:$t_k "
+		t_nets="$t_nets $t_P/$q/net/tcp $t_P/$q/net/tcp6"
 	done
+	# One grep reads every namespace's rows, each file in a few large
+	# reads. Never a shell's read: bash reads a file in small pieces and
+	# seeks back after each line, and every seek makes the kernel print
+	# /proc/net/tcp again from the start, so a row is skipped when sockets
+	# come or go before it in the meantime (a third of the looks missed a
+	# listener here while another program opened and closed ports).
+	t_inos=' '
+	# shellcheck disable=SC2086 # one path a word
+	t_rows=$(grep -H ' 0A ' $t_nets 2>/dev/null)
+	set -f
+	t_ifs=$IFS
+	IFS='
+'
+	for t_r in $t_rows; do
+		IFS=$t_ifs
+		# "$t_P/PID/net/tcp:ROW" or tcp6; t_P may hold colons, PIDs do not.
+		t_r=${t_r#"$t_P"/}
+		q=${t_r%%/*}
+		t_r=${t_r#*/net/tcp}
+		t_r=${t_r#6}
+		t_r=${t_r#:}
+		case $t_keys in *" $q:"*) ;; *) continue ;; esac
+		t_k=${t_keys#*" $q:"}
+		t_k=${t_k%% *}
+		# shellcheck disable=SC2086 # splitting the row's fields is the point
+		set -- $t_r
+		[ "$4" = 0A ] || continue
+		echo "R $t_k $t_r"
+		t_inos="$t_inos${10} "
+	done
+	IFS=$t_ifs
 	set +f
 	[ "$t_inos" != ' ' ] || return 0
 	# One stat for every descriptor of the trees: the names come from the

@@ -7,9 +7,10 @@
 # so that a test can point them at crafted files.
 
 # pstat PID reads /proc/PID/stat and sets p_state (field 3), p_pgrp (field
-# 5), p_start (field 22, start time in clock ticks since boot) and
-# p_wstatus (field 52, the wait status of a zombie, Linux 3.5+). It returns
-# 1 when the process does not exist.
+# 5), p_start (field 22, start time in clock ticks since boot), p_wstatus
+# (field 52, the wait status of a zombie, Linux 3.5+) and p_cpu (fields 14
+# to 17: utime, stime, cutime and cstime, in clock ticks, as four words).
+# It returns 1 when the process does not exist.
 #
 # The command name (field 2) may hold spaces, parentheses and newlines (any
 # process can rename itself), so every line is read and the fields are
@@ -27,7 +28,7 @@ pstat() {
 	# shellcheck disable=SC2086 # splitting the stat fields is the point
 	set -- ${p_line##*) }
 	# shellcheck disable=SC2034 # pstat's results, read by its callers in other files
-	p_state=$1 p_pgrp=$3 p_start=${20} p_wstatus=${50}
+	p_state=$1 p_pgrp=$3 p_start=${20} p_wstatus=${50} p_cpu="${12} ${13} ${14} ${15}"
 }
 
 # wstatus W DIR sets st to the exit file's line for the wait status W:
