@@ -2,8 +2,11 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
@@ -17,9 +20,7 @@ func benchEnvs(b *testing.B) map[string]env.Environment {
 	viaPlugin := openPlugin(b, "localplugin://?state="+state)
 	b.Cleanup(func() { viaPlugin.Close() })
 	inProcess, err := local.New(local.Options{StateDir: state})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { inProcess.Close() })
 	return map[string]env.Environment{"corral": viaPlugin, "baseline": inProcess}
 }
@@ -33,11 +34,9 @@ func BenchmarkPluginStartWait(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
 				p, err := e.Start(ctx, env.Spec{Command: "true"})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if st, err := p.Wait(ctx); err != nil || !st.Success() {
-					b.Fatalf("wait: %v, %v", st, err)
+					require.FailNow(b, fmt.Sprintf("wait: %v, %v", st, err))
 				}
 				p.Release()
 			}
@@ -57,20 +56,16 @@ func BenchmarkPluginOutput(b *testing.B) {
 			buf := make([]byte, 1<<20)
 			for b.Loop() {
 				p, err := e.Start(ctx, env.Spec{Command: "head -c 268435456 /dev/zero"})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				r, err := p.Output(ctx, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				n, err := io.CopyBuffer(io.Discard, r, buf)
 				r.Close()
 				if err != nil || n != size {
-					b.Fatalf("read %d bytes, %v; want %d", n, err, size)
+					require.FailNow(b, fmt.Sprintf("read %d bytes, %v; want %d", n, err, size))
 				}
 				if _, err := p.Wait(ctx); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 				p.Release()
 			}

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
 	"github.com/corralhq/corral/plugins"
@@ -28,9 +31,7 @@ func requireBwrap(t *testing.T) {
 		"--dev", "/dev", "--proc", "/proc", "true").CombinedOutput()
 	if err != nil {
 		msg := fmt.Sprintf("bwrap cannot run here: %v: %s", err, out)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
+		require.True(t, os.Getenv("CI") == "", fmt.Sprintln(msg))
 		t.Skip(msg)
 	}
 }
@@ -70,9 +71,7 @@ func TestConformanceBwrap(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			e, err := plugins.Open(ctx, target, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return e
 		},
 	})
@@ -80,9 +79,7 @@ func TestConformanceBwrap(t *testing.T) {
 	t.Cleanup(func() {
 		shells, execs := entries.counts(t)
 		t.Logf("sandbox entries: %d resident shells, %d execs", shells, execs)
-		if shells == 0 {
-			t.Error("the suite ran without resident shells")
-		}
+		assert.True(t, shells != 0, "the suite ran without resident shells")
 	})
 }
 
@@ -94,9 +91,7 @@ func TestBwrapIsolation(t *testing.T) {
 	e := openPlugin(t, "bwrap://")
 	t.Cleanup(func() { e.Close() })
 	hostFile, err := os.CreateTemp("", "corral-bwrap-host-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hostFile.Close()
 	t.Cleanup(func() { os.Remove(hostFile.Name()) })
 
@@ -111,22 +106,16 @@ echo ppid1=$(ps -o pid= -p 1 | tr -d ' ')
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := e.Start(ctx, env.Spec{Command: script})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Release()
 	out := readAll(t, p)
 	if st, err := p.Wait(ctx); err != nil || !st.Success() {
-		t.Fatalf("wait = %v, %v; output %q", st, err, out)
+		require.FailNow(t, fmt.Sprintf("wait = %v, %v; output %q", st, err, out))
 	}
 	for _, want := range []string{"root=readonly", "tmp=private", "tmp=writable"} {
-		if !strings.Contains(out, want+"\n") {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		assert.Truef(t, strings.Contains(out, want+"\n"), "output lacks %q:\n%s", want, out)
 	}
-	if !strings.Contains(out, "links=lo\n") {
-		t.Errorf("network interfaces other than lo visible:\n%s", out)
-	}
+	assert.Truef(t, strings.Contains(out, "links=lo\n"), "network interfaces other than lo visible:\n%s", out)
 	// Own PID namespace: a handful of processes, not the host's hundreds.
 	var procs int
 	for _, line := range strings.Split(out, "\n") {
@@ -134,9 +123,7 @@ echo ppid1=$(ps -o pid= -p 1 | tr -d ' ')
 			fmt.Sscan(n, &procs)
 		}
 	}
-	if procs == 0 || procs > 20 {
-		t.Errorf("sandbox sees %d processes, want its own few:\n%s", procs, out)
-	}
+	assert.Truef(t, procs != 0 && procs <= 20, "sandbox sees %d processes, want its own few:\n%s", procs, out)
 }
 
 // TestBwrapSurvivesPluginCrash: a named sandbox outlives its plugin, so a
@@ -148,21 +135,16 @@ func TestBwrapSurvivesPluginCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := e.Start(ctx, env.Spec{Command: "read line; echo got $line; exit 3", Stdin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	killPlugin(t, e)
 	waitHostSeesDeath(t, e)
 	if _, err := p.Write(ctx, []byte("hello\n")); err != nil {
-		t.Fatalf("Write after the plugin died: %v", err)
+		require.FailNow(t, fmt.Sprintf("Write after the plugin died: %v", err))
 	}
 	st, err := p.Wait(ctx)
-	if err != nil || st != env.Exited(3) {
-		t.Fatalf("Wait = %v, %v; want exit status 3", st, err)
-	}
-	if out := readAll(t, p); out != "got hello\n" {
-		t.Errorf("output %q", out)
-	}
+	require.Truef(t, err == nil && st == env.Exited(3), "Wait = %v, %v; want exit status 3", st, err)
+	out := readAll(t, p)
+	assert.Truef(t, out == "got hello\n", "output %q", out)
 }
 
 // TestBwrapBadName: a bad sandbox name is refused before anything starts,
@@ -172,10 +154,6 @@ func TestBwrapBadName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := openPluginErr(ctx, "bwrap://bad$name")
-	if err == nil || !strings.Contains(err.Error(), "must match") {
-		t.Fatalf("Open with a bad name = %v, want a clear refusal", err)
-	}
-	if errors.Is(err, env.ErrUnavailable) {
-		t.Errorf("a bad name is not a transient failure: %v", err)
-	}
+	require.Truef(t, err != nil && strings.Contains(err.Error(), "must match"), "Open with a bad name = %v, want a clear refusal", err)
+	assert.Falsef(t, errors.Is(err, env.ErrUnavailable), "a bad name is not a transient failure: %v", err)
 }

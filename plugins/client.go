@@ -26,7 +26,8 @@ import (
 // works.
 type Options struct {
 	// Dirs are the plugin directories, searched in order. Nil means the
-	// directories of $CORRAL_PLUGIN_PATH, then DefaultDir().
+	// directories of $CORRAL_PLUGIN_PATH, then DefaultDir(), then the
+	// running executable's.
 	Dirs []string
 
 	// Env holds extra KEY=VALUE variables for the plugin process. A plugin
@@ -34,6 +35,11 @@ type Options struct {
 	// variables: never corral's whole environment, which may hold
 	// credentials.
 	Env []string
+
+	// Owner, when set, identifies the supervisor to the plugin (sdk.Owner):
+	// a plugin that creates sandboxes labels them with it, so that the same
+	// daemon finds them again after a restart and no other one takes them.
+	Owner string
 
 	// Checksums pins plugin binaries: plugin name → SHA-256 of the binary
 	// in hex. A plugin with an entry is verified before every start and
@@ -239,6 +245,9 @@ func pluginEnv(opts Options) []string {
 	}
 	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		out = append(out, "CORRAL_PLUGIN_LOG_LEVEL=debug")
+	}
+	if opts.Owner != "" {
+		out = append(out, wire.OwnerEnv+"="+opts.Owner)
 	}
 	return append(out, opts.Env...)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
@@ -26,12 +27,8 @@ const helperHostEnv = "CORRAL_PLUGINS_TEST_HOST"
 func killPlugin(t *testing.T, e env.Environment) int {
 	t.Helper()
 	pid := e.(*plugins.Env).PluginPID()
-	if pid <= 0 {
-		t.Fatal("no plugin process")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill plugin %d: %v", pid, err)
-	}
+	require.True(t, pid > 0, "no plugin process")
+	require.NoErrorf(t, syscall.Kill(pid, syscall.SIGKILL), "kill plugin %d", pid)
 	return pid
 }
 
@@ -69,28 +66,22 @@ func TestCrashInFlightAndReattach(t *testing.T) {
 	const lines = 300
 	detached, err := e.Start(ctx, env.Spec{Detach: true,
 		Command: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo line$i; i=$((i+1)); sleep 0.01; done; exit 7`, lines)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	marker := strconv.Itoa(10_000_000 + rand.IntN(80_000_000))
 	plain, err := e.Start(ctx, env.Spec{Command: "sleep " + marker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		// The orphaned sleep outlives its killed plugin: end it here.
 		syscall.Kill(plain.PID(), syscall.SIGKILL)
 	})
 
 	out, err := detached.Output(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer out.Close()
 	sc := bufio.NewScanner(out)
 	for i := 0; i < 20; i++ {
 		if !sc.Scan() {
-			t.Fatalf("output ended early: %v", sc.Err())
+			require.FailNow(t, fmt.Sprintf("output ended early: %v", sc.Err()))
 		}
 	}
 
@@ -108,41 +99,31 @@ func TestCrashInFlightAndReattach(t *testing.T) {
 	select {
 	case err := <-waitErr:
 		t.Logf("in-flight Wait failed %v after the kill: %v", time.Since(killed), err)
-		if !errors.Is(err, env.ErrUnavailable) && !errors.Is(err, env.ErrNotFound) {
-			t.Errorf("Wait in flight during the crash = %v, want ErrUnavailable", err)
-		}
+		assert.Truef(t, errors.Is(err, env.ErrUnavailable) || errors.Is(err, env.ErrNotFound), "Wait in flight during the crash = %v, want ErrUnavailable", err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("Wait in flight did not return within 10s of the plugin's death")
+		require.FailNow(t, "Wait in flight did not return within 10s of the plugin's death")
 	}
 
 	// The stream resumes on the new plugin exactly where it stopped.
 	for i := 20; i < lines; i++ {
 		if !sc.Scan() {
-			t.Fatalf("output ended at line %d: %v", i, sc.Err())
+			require.FailNow(t, fmt.Sprintf("output ended at line %d: %v", i, sc.Err()))
 		}
-		if got, want := sc.Text(), fmt.Sprintf("line%d", i); got != want {
-			t.Fatalf("line %d = %q, want %q (gap or repeat across the restart)", i, got, want)
-		}
+		got, want := sc.Text(), fmt.Sprintf("line%d", i)
+		require.Truef(t, got == want, "line %d = %q, want %q (gap or repeat across the restart)", i, got, want)
 	}
 	if sc.Scan() {
-		t.Fatalf("extra output %q", sc.Text())
+		require.FailNow(t, fmt.Sprintf("extra output %q", sc.Text()))
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sc.Err())
 
 	st, err := detached.Wait(ctx)
-	if err != nil {
-		t.Fatalf("Wait after restart: %v", err)
-	}
-	if st != env.Exited(7) {
-		t.Errorf("status after restart = %v, want exit status 7", st)
-	}
-	if newPID := e.(*plugins.Env).PluginPID(); newPID == oldPID || newPID == 0 {
-		t.Errorf("plugin PID after restart = %d, old %d: want a new process", newPID, oldPID)
-	}
+	require.NoError(t, err, "Wait after restart")
+	assert.Truef(t, st == env.Exited(7), "status after restart = %v, want exit status 7", st)
+	newPID := e.(*plugins.Env).PluginPID()
+	assert.Truef(t, newPID != oldPID && newPID != 0, "plugin PID after restart = %d, old %d: want a new process", newPID, oldPID)
 	if _, err := plain.Wait(ctx); !errors.Is(err, env.ErrNotFound) {
-		t.Errorf("Wait on a non-detached process after the restart = %v, want ErrNotFound", err)
+		assert.Fail(t, fmt.Sprintf("Wait on a non-detached process after the restart = %v, want ErrNotFound", err))
 	}
 	waitGone(t, oldPID, "")
 }
@@ -157,21 +138,15 @@ func TestCrashRestartsForNewCalls(t *testing.T) {
 	killPlugin(t, e)
 	waitHostSeesDeath(t, e)
 	p, err := e.Start(ctx, env.Spec{Command: "echo hello"})
-	if err != nil {
-		t.Fatalf("Start after the plugin died: %v", err)
-	}
+	require.NoError(t, err, "Start after the plugin died")
 	defer p.Release()
 	r, err := p.Output(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := io.ReadAll(r)
 	r.Close()
-	if err != nil || string(b) != "hello\n" {
-		t.Fatalf("output = %q, %v", b, err)
-	}
+	require.Truef(t, err == nil && string(b) == "hello\n", "output = %q, %v", b, err)
 	if st, err := p.Wait(ctx); err != nil || !st.Success() {
-		t.Fatalf("Wait = %v, %v", st, err)
+		require.FailNow(t, fmt.Sprintf("Wait = %v, %v", st, err))
 	}
 }
 
@@ -184,21 +159,15 @@ func TestPluginExitsWhenHostDies(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperHostEnv+"="+pluginDir+"|localplugin://?state="+t.TempDir()+"|"+marker)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	var pluginPID, childPID int
 	if _, err := fmt.Fscan(stdout, &pluginPID, &childPID); err != nil {
-		t.Fatalf("helper host: %v", err)
+		require.FailNow(t, fmt.Sprintf("helper host: %v", err))
 	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Kill())
 	waitGone(t, pluginPID, "corral-backend-localplugin")
 	waitGone(t, childPID, marker)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,7 +47,8 @@ func DefaultDir() string {
 	return filepath.Join(home, ".local", "share", "corral", "plugins")
 }
 
-// dirs returns the directories searched, in order.
+// dirs returns the directories searched, in order: Dirs when set, else
+// $CORRAL_PLUGIN_PATH's, DefaultDir() and the running executable's.
 func (o Options) dirs() []string {
 	if o.Dirs != nil {
 		return o.Dirs
@@ -59,6 +61,14 @@ func (o Options) dirs() []string {
 	}
 	if d := DefaultDir(); d != "" {
 		out = append(out, d)
+	}
+	// Last, corral's own directory: plugins that ship with corral
+	// (corral-backend-k8s) are installed beside it by make build and go
+	// install.
+	if exe, err := os.Executable(); err == nil {
+		if d := filepath.Dir(exe); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
 	}
 	return out
 }
@@ -125,6 +135,12 @@ var ErrRefused = errors.New("plugins: refusing plugin")
 func lsMode(m fs.FileMode) string {
 	return (m & (fs.ModeType | fs.ModePerm)).String()
 }
+
+// Runnable returns an error matching ErrRefused when corral would refuse
+// to start f (a binary someone else could have replaced), for a caller that
+// runs a plugin binary outside the plugin protocol (corral doctor runs
+// corral-backend-k8s check).
+func Runnable(f Found) error { return checkOwnership(f.Path) }
 
 // checkOwnership refuses a plugin binary that someone other than root or
 // the current user could have replaced: the file (after symlinks) and its

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,6 +33,13 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 	if !ok {
 		return nil, fmt.Errorf("plugins: target %q: want NAME://…", target)
 	}
+	return OpenPlugin(ctx, name, target, opts)
+}
+
+// OpenPlugin is Open with the plugin named: for a plugin that serves
+// several schemes (corral-backend-k8s serves k8s:// and k8s-pod://).
+func OpenPlugin(ctx context.Context, name, target string, opts Options) (env.Environment, error) {
+	opts = opts.withDefaults()
 	f, err := Find(name, opts)
 	if err != nil {
 		return nil, err
@@ -60,6 +68,9 @@ type Env struct {
 	// expected to report the same.
 	name string
 	caps env.Capabilities
+	// treeStats: the plugin's Environment measures process trees (its
+	// Open answered tree_stats), until a TreeStats call says it does not.
+	treeStats atomic.Bool
 
 	mu        sync.Mutex
 	cur       *conn
@@ -91,6 +102,7 @@ func (e *Env) connect(ctx context.Context) (*conn, error) {
 	if e.name == "" {
 		e.name = resp.GetName()
 		e.caps = wire.CapsFromProto(resp.GetCapabilities())
+		e.treeStats.Store(resp.GetCapabilities().GetTreeStats())
 	}
 	return c, nil
 }

@@ -87,7 +87,7 @@ func TestWaitCutByCrashHasNoStatus(t *testing.T) {
 	select {
 	case <-sent:
 	case <-ctx.Done():
-		t.Fatal("the host never sent the wait request")
+		require.FailNow(t, "the host never sent the wait request")
 	}
 	killPlugin(t, e)
 	r := <-done

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/env"
-	"github.com/corralhq/corral/internal/porttest"
+	"github.com/corralhq/corral/internal/testing/porttest"
 	"github.com/corralhq/corral/plugins"
 	pb "github.com/corralhq/corral/plugins/proto"
 )

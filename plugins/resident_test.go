@@ -2,12 +2,16 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/plugins"
@@ -41,9 +45,7 @@ func countEntries(t *testing.T) (plugins.Options, enterCounter) {
 		"*corral_serve*) echo shell >>'" + c.log + "' ;;\n" +
 		"*) echo exec >>'" + c.log + "' ;;\nesac\n" +
 		"exec '" + real + "' \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(dir, "nsenter"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nsenter"), []byte(wrapper), 0o755))
 	opts := testOptions()
 	opts.Env = []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
 	return opts, c
@@ -54,9 +56,7 @@ func countEntries(t *testing.T) (plugins.Options, enterCounter) {
 func (c enterCounter) counts(t *testing.T) (shells, execs int) {
 	t.Helper()
 	b, err := os.ReadFile(c.log)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
+	require.True(t, err == nil || os.IsNotExist(err), fmt.Sprintln(err))
 	for _, line := range strings.Fields(string(b)) {
 		if line == "shell" {
 			shells++
@@ -77,26 +77,20 @@ func TestBwrapResidentShells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e, err := plugins.Open(ctx, namedSandbox(t), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	runTrue := func() {
 		t.Helper()
 		p, err := e.Start(ctx, env.Spec{Command: "true"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if st, err := p.Wait(ctx); err != nil || !st.Success() {
-			t.Fatalf("wait = %v, %v", st, err)
+			require.FailNow(t, fmt.Sprintf("wait = %v, %v", st, err))
 		}
 		p.Release()
 	}
 	runTrue() // opens the first resident shell
 	shells0, execs0 := entries.counts(t)
-	if shells0 == 0 {
-		t.Fatalf("no resident shell opened (entries: %d execs); is corral_serve still the engine's resident loop?", execs0)
-	}
+	require.Truef(t, shells0 != 0, "no resident shell opened (entries: %d execs); is corral_serve still the engine's resident loop?", execs0)
 	const n = 20
 	for range n {
 		runTrue()
@@ -104,10 +98,6 @@ func TestBwrapResidentShells(t *testing.T) {
 	shells, execs := entries.counts(t)
 	t.Logf("sandbox entries: %d resident shells, %d execs before; %d and %d after %d more runs of true",
 		shells0, execs0, shells, execs, n)
-	if execs != execs0 {
-		t.Errorf("%d runs of true cost %d Execs; want none, every call on a resident shell", n, execs-execs0)
-	}
-	if shells != shells0 {
-		t.Errorf("%d runs of true, one after the other, opened %d more resident shells; want them reused", n, shells-shells0)
-	}
+	assert.Truef(t, execs == execs0, "%d runs of true cost %d Execs; want none, every call on a resident shell", n, execs-execs0)
+	assert.Truef(t, shells == shells0, "%d runs of true, one after the other, opened %d more resident shells; want them reused", n, shells-shells0)
 }

@@ -2,11 +2,14 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -56,9 +59,7 @@ func openWith(t *testing.T, opts plugins.Options) env.Environment {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e, err := plugins.Open(ctx, "localplugin://?state="+t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e
 }
@@ -69,19 +70,14 @@ func startWait(t *testing.T, e env.Environment) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := e.Start(ctx, env.Spec{Command: "exit 3"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 2 {
-		if st, err := p.Wait(ctx); err != nil || st != env.Exited(3) {
-			t.Fatalf("Wait = %v, %v; want exit status 3", st, err)
-		}
+		st, err := p.Wait(ctx)
+		require.Truef(t, err == nil && st == env.Exited(3), "Wait = %v, %v; want exit status 3", st, err)
 	}
-	if err := p.Release(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release())
 	if _, err := p.Wait(ctx); err == nil {
-		t.Error("Wait after Release succeeded")
+		assert.Fail(t, "Wait after Release succeeded")
 	}
 }
 
@@ -93,18 +89,14 @@ func TestRunStream(t *testing.T) {
 	e := openWith(t, plugins.WithDialOptions(testOptions(), log.options()...))
 	startWait(t, e)
 	startWait(t, e)
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.Close())
 	for _, m := range []string{pb.Backend_Start_FullMethodName, pb.Backend_Wait_FullMethodName, pb.Backend_Release_FullMethodName} {
-		if n := log.count(m); n != 0 {
-			t.Errorf("%s called %d times, want 0", m, n)
-		}
+		n := log.count(m)
+		assert.Truef(t, n == 0, "%s called %d times, want 0", m, n)
 	}
 	// Two processes, plus the stream opened ahead for a third.
-	if n := log.count(pb.Backend_Run_FullMethodName); n != 3 {
-		t.Errorf("Run streams opened: %d, want 3", n)
-	}
+	n := log.count(pb.Backend_Run_FullMethodName)
+	assert.Truef(t, n == 3, "Run streams opened: %d, want 3", n)
 }
 
 // oldPlugin makes the host see a plugin built before Run: the Run stream
@@ -139,14 +131,13 @@ func TestRunFallback(t *testing.T) {
 	startWait(t, e)
 	startWait(t, e)
 	if err := e.Close(); err != nil { // waits for the Release calls
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if n := log.count(pb.Backend_Run_FullMethodName); n != 1 {
-		t.Errorf("Run tried %d times, want once", n)
+		assert.Fail(t, fmt.Sprintf("Run tried %d times, want once", n))
 	}
 	for m, want := range map[string]int{pb.Backend_Start_FullMethodName: 2, pb.Backend_Wait_FullMethodName: 4, pb.Backend_Release_FullMethodName: 2} {
-		if n := log.count(m); n != want {
-			t.Errorf("%s called %d times, want %d", m, n, want)
-		}
+		n := log.count(m)
+		assert.Truef(t, n == want, "%s called %d times, want %d", m, n, want)
 	}
 }

@@ -265,6 +265,9 @@ var DefaultChecks = []Check{
 	// The look behind it: the ports of twenty trees in one round trip at
 	// most a fifth of one look per tree.
 	{Bench: "TreeListeners", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.2},
+	// A follower (logs -f, the dashboard) gets a byte within 2 ms (median)
+	// of the command writing it: output is pushed, not polled.
+	{Bench: "FollowLatency", Unit: "latency-ms", Kind: Below, Limit: 2},
 	// Every browser of the dashboard sees a change within 100 ms.
 	{Bench: "UpdateLatency", Unit: "update-ms", Kind: Below, Limit: 100},
 	// corral acp adds no measurable latency to a message it only relays:
@@ -277,6 +280,14 @@ var DefaultChecks = []Check{
 	// A restarted daemon re-attaches 100 processes of one container
 	// within 2 s (the registry serves meanwhile, listing them recovering).
 	{Bench: "RecoverDocker", Unit: "ns/op", Kind: Below, Limit: 2e9},
+	// Kubernetes (#31): a foreground `true` in a pod at most half of one
+	// client-go exec in process, an exit noticed within 20 ms, a log read
+	// at half of an exec of cat or better, and `corral run` through the
+	// daemon at most half of `kubectl exec`.
+	{Bench: "K8sExecTrue", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.5},
+	{Bench: "K8sExitDetection", Unit: "exit-detect-ms", Kind: Below, Limit: 20},
+	{Bench: "K8sLogRead", Unit: "MB/s", Kind: RatioAtLeast, Limit: 0.5},
+	{Bench: "CLIRunK8s", Unit: "ns/op", Kind: RatioAtMost, Limit: 0.5},
 }
 
 // Row is one line of the table.

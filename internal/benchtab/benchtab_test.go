@@ -2,8 +2,12 @@ package benchtab
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const sample = `goos: linux
@@ -36,89 +40,74 @@ func find(t *testing.T, rows []Row, bench, unit string) Row {
 			return r
 		}
 	}
-	t.Fatalf("no row %s %s in %+v", bench, unit, rows)
+	require.FailNow(t, fmt.Sprintf("no row %s %s in %+v", bench, unit, rows))
 	return Row{}
 }
 
 func TestParse(t *testing.T) {
 	results, err := Parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, r := range results {
 		names = append(names, r.Name)
 	}
 	want := "StartFirstByte/corral StartFirstByte/baseline Ingest/corral Ingest/baseline List Poll/1000 Lonely/corral"
-	if got := strings.Join(names, " "); got != want {
-		t.Fatalf("names = %q, want %q", got, want)
-	}
+	got := strings.Join(names, " ")
+	require.Truef(t, got == want, "names = %q, want %q", got, want)
 	sfb := results[0]
-	if sfb.Runs != 2 || sfb.Pkg != "github.com/corralhq/corral/bench" {
-		t.Errorf("runs=%d pkg=%q, want 2 and the bench package", sfb.Runs, sfb.Pkg)
-	}
+	assert.Truef(t, sfb.Runs == 2 && sfb.Pkg == "github.com/corralhq/corral/bench", "runs=%d pkg=%q, want 2 and the bench package", sfb.Runs, sfb.Pkg)
 	if v, _ := sfb.Metric("ns/op"); v != 2500000 {
-		t.Errorf("mean ns/op = %v, want 2500000", v)
+		assert.Fail(t, fmt.Sprintf("mean ns/op = %v, want 2500000", v))
 	}
-	if v, ok := results[2].Metric("heap-MiB"); !ok || v != 80 {
-		t.Errorf("custom metric heap-MiB = %v, %v", v, ok)
-	}
+	v, ok := results[2].Metric("heap-MiB")
+	assert.Truef(t, ok && v == 80, "custom metric heap-MiB = %v, %v", v, ok)
 	if results[2].Pkg != "github.com/corralhq/corral/registry" {
-		t.Errorf("pkg not switched: %q", results[2].Pkg)
+		assert.Fail(t, fmt.Sprintf("pkg not switched: %q", results[2].Pkg))
 	}
 }
 
 func TestParseIgnoresNumbersWithoutABenchmark(t *testing.T) {
 	results, err := Parse(strings.NewReader("PASS\n   10   20 ns/op\nok  x  1s\nBenchmarkA-2  log line\n  5 apples 3\n"))
-	if err != nil || len(results) != 0 {
-		t.Fatalf("results %+v, err %v; want none", results, err)
-	}
+	require.Truef(t, err == nil && len(results) == 0, "results %+v, err %v; want none", results, err)
 }
 
 func TestParseRejectsGarbledFigure(t *testing.T) {
 	_, err := Parse(strings.NewReader("BenchmarkX-2  10  abc ns/op\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Fatalf("err = %v, want an error naming line 1", err)
-	}
+	require.Truef(t, err != nil && strings.Contains(err.Error(), "line 1"), "err = %v, want an error naming line 1", err)
 }
 
 func TestBuildPairsAndChecks(t *testing.T) {
 	results, err := Parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rows := Build(results, DefaultChecks)
 
 	sfb := find(t, rows, "StartFirstByte", "ns/op")
 	if !sfb.HasBase || sfb.Ratio() != 1.25 || sfb.Verdict != "PASS" {
-		t.Errorf("StartFirstByte row = %+v ratio %v, want ratio 1.25 PASS", sfb, sfb.Ratio())
+		assert.Fail(t, fmt.Sprintf("StartFirstByte row = %+v ratio %v, want ratio 1.25 PASS", sfb, sfb.Ratio()))
 	}
 	if r := find(t, rows, "StartFirstByte", "allocs/op"); r.Verdict != "" || r.Baseline != 90 {
-		t.Errorf("allocs row = %+v, want baseline 90 and no target", r)
+		assert.Fail(t, fmt.Sprintf("allocs row = %+v, want baseline 90 and no target", r))
 	}
 	if r := find(t, rows, "Ingest", "MB/s"); r.Verdict != "MISS" || r.Ratio() != 0.5 {
-		t.Errorf("Ingest MB/s = %+v, want ratio 0.5 MISS", r)
+		assert.Fail(t, fmt.Sprintf("Ingest MB/s = %+v, want ratio 0.5 MISS", r))
 	}
 	if r := find(t, rows, "Ingest", "heap-MiB"); r.Verdict != "MISS" {
-		t.Errorf("Ingest heap = %+v, want MISS (80 ≥ 64)", r)
+		assert.Fail(t, fmt.Sprintf("Ingest heap = %+v, want MISS (80 ≥ 64)", r))
 	}
 	if r := find(t, rows, "List", "ns/op"); r.Verdict != "PASS" || r.HasBase {
-		t.Errorf("List = %+v, want unpaired PASS", r)
+		assert.Fail(t, fmt.Sprintf("List = %+v, want unpaired PASS", r))
 	}
 	if r := find(t, rows, "Poll/1000", "ns/op"); r.Verdict != "MISS" {
-		t.Errorf("Poll/1000 = %+v, want MISS (12 ms ≥ 10 ms)", r)
+		assert.Fail(t, fmt.Sprintf("Poll/1000 = %+v, want MISS (12 ms ≥ 10 ms)", r))
 	}
 	if r := find(t, rows, "Lonely/corral", "ns/op"); r.HasBase || r.Verdict != "" {
-		t.Errorf("unpaired corral half = %+v, want listed alone without target", r)
+		assert.Fail(t, fmt.Sprintf("unpaired corral half = %+v, want listed alone without target", r))
 	}
 	for _, r := range rows {
-		if strings.HasSuffix(r.Bench, "/baseline") {
-			t.Errorf("paired baseline listed on its own: %+v", r)
-		}
+		assert.Falsef(t, strings.HasSuffix(r.Bench, "/baseline"), "paired baseline listed on its own: %+v", r)
 	}
-	if got := Misses(rows); got != 3 {
-		t.Errorf("Misses = %d, want 3", got)
-	}
+	got := Misses(rows)
+	assert.Truef(t, got == 3, "Misses = %d, want 3", got)
 }
 
 func TestBuildRatioMissesWithoutBaselineFigure(t *testing.T) {
@@ -127,28 +116,20 @@ func TestBuildRatioMissesWithoutBaselineFigure(t *testing.T) {
 		{Name: "StartFirstByte/baseline", Metrics: []Metric{{Value: 5, Unit: "B/op"}}},
 	}
 	rows := Build(results, DefaultChecks)
-	if len(rows) != 1 || rows[0].Verdict != "MISS" || rows[0].HasBase {
-		t.Fatalf("rows = %+v, want one MISS row without baseline", rows)
-	}
+	require.Truef(t, len(rows) == 1 && rows[0].Verdict == "MISS" && !rows[0].HasBase, "rows = %+v, want one MISS row without baseline", rows)
 }
 
 func TestWrite(t *testing.T) {
 	results, err := Parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var buf bytes.Buffer
-	if err := Write(&buf, Build(results, DefaultChecks)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Write(&buf, Build(results, DefaultChecks)))
 	out := buf.String()
 	for _, want := range []string{
 		"PACKAGE", "bench  ", "StartFirstByte", "2.50ms", "2.00ms", "1.25", "ratio ≤ 1.3", "PASS",
 		"< 10.00ms", "ratio ≥ 0.7", "< 64", "MISS",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
+		assert.Truef(t, strings.Contains(out, want), "table lacks %q:\n%s", want, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	lastCol := func(l string) int { // rune column where the last cell starts
@@ -161,9 +142,8 @@ func TestWrite(t *testing.T) {
 	}
 	want := lastCol(lines[0])
 	for _, l := range lines[1:] {
-		if got := lastCol(l); got != want {
-			t.Errorf("RESULT column at %d, header at %d: %q", got, want, l)
-		}
+		got := lastCol(l)
+		assert.Truef(t, got == want, "RESULT column at %d, header at %d: %q", got, want, l)
 	}
 }
 
@@ -179,9 +159,8 @@ func TestBuildAtLeast(t *testing.T) {
 	}
 	rows := Build(results, checks)
 	if r := find(t, rows, "PluginOutput", "MB/s"); r.Verdict != "PASS" || r.Target != "≥ 200" {
-		t.Errorf("PluginOutput = %+v, want PASS against ≥ 200 (an absolute floor, whatever the ratio)", r)
+		assert.Fail(t, fmt.Sprintf("PluginOutput = %+v, want PASS against ≥ 200 (an absolute floor, whatever the ratio)", r))
 	}
-	if r := find(t, rows, "Slow", "MB/s"); r.Verdict != "MISS" {
-		t.Errorf("Slow = %+v, want MISS (150 < 200)", r)
-	}
+	r := find(t, rows, "Slow", "MB/s")
+	assert.Truef(t, r.Verdict == "MISS", "Slow = %+v, want MISS (150 < 200)", r)
 }

@@ -32,6 +32,9 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// String is the Go duration string, as MarshalJSON writes it.
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // MarshalJSON writes the Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())

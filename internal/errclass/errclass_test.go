@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/registry"
@@ -51,9 +54,7 @@ func TestEverySentinelIsListed(t *testing.T) {
 	var declared []string
 	for pkg, file := range map[string]string{"env": "../../env/errors.go", "registry": "../../registry/errors.go"} {
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.FromSlash(file), nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.VAR {
@@ -74,9 +75,7 @@ func TestEverySentinelIsListed(t *testing.T) {
 		listed = append(listed, name)
 	}
 	slices.Sort(listed)
-	if !slices.Equal(declared, listed) {
-		t.Errorf("sentinels declared %v, listed here %v", declared, listed)
-	}
+	assert.Truef(t, slices.Equal(declared, listed), "sentinels declared %v, listed here %v", declared, listed)
 }
 
 // TestSentinelClasses: each sentinel is of its class and of no other, and
@@ -84,28 +83,19 @@ func TestEverySentinelIsListed(t *testing.T) {
 func TestSentinelClasses(t *testing.T) {
 	for name, s := range sentinels {
 		if got := errclass.Of(s.err); got != s.class {
-			t.Errorf("%s: class %v, want %v", name, got, s.class)
+			assert.Fail(t, fmt.Sprintf("%s: class %v, want %v", name, got, s.class))
 		}
 		wrapped := fmt.Errorf("op: %w", s.err)
-		if got := errclass.Of(wrapped); got != s.class {
-			t.Errorf("wrapped %s: class %v, want %v", name, got, s.class)
-		}
-		if !errclass.Match(s.err, s.class) {
-			t.Errorf("%s does not Match its class %v", name, s.class)
-		}
+		got := errclass.Of(wrapped)
+		assert.Truef(t, got == s.class, "wrapped %s: class %v, want %v", name, got, s.class)
+		assert.Truef(t, errclass.Match(s.err, s.class), "%s does not Match its class %v", name, s.class)
 		for _, c := range errclass.Classes() {
-			if c != s.class && (errclass.Is(wrapped, c) || errclass.Match(s.err, c)) {
-				t.Errorf("%s is also of class %v", name, c)
-			}
+			assert.Truef(t, c == s.class || !errclass.Is(wrapped, c) && !errclass.Match(s.err, c), "%s is also of class %v", name, c)
 		}
 		for other, o := range sentinels {
-			if other != name && errors.Is(s.err, o.err) {
-				t.Errorf("%s matches %s", name, other)
-			}
+			assert.Truef(t, other == name || !errors.Is(s.err, o.err), "%s matches %s", name, other)
 		}
-		if !strings.HasPrefix(s.err.Error(), strings.SplitN(name, ".", 2)[0]+": ") {
-			t.Errorf("%s: message %q lacks its package prefix", name, s.err)
-		}
+		assert.Truef(t, strings.HasPrefix(s.err.Error(), strings.SplitN(name, ".", 2)[0]+": "), "%s: message %q lacks its package prefix", name, s.err)
 	}
 }
 
@@ -128,29 +118,20 @@ func TestClassOfCompositeErrors(t *testing.T) {
 		{"nil", nil, errclass.Unknown},
 	}
 	for _, tc := range cases {
-		if got := errclass.Of(tc.err); got != tc.want {
-			t.Errorf("%s: class %v, want %v", tc.name, got, tc.want)
-		}
+		got := errclass.Of(tc.err)
+		assert.Truef(t, got == tc.want, "%s: class %v, want %v", tc.name, got, tc.want)
 	}
 	// Is still tells the sentinels of one class apart.
-	if errors.Is(&env.SpecError{Field: "Dir", Reason: "no"}, env.ErrDirNotFound) {
-		t.Error("a SpecError without Err matches ErrDirNotFound")
-	}
+	assert.False(t, errors.Is(&env.SpecError{Field: "Dir", Reason: "no"}, env.ErrDirNotFound), "a SpecError without Err matches ErrDirNotFound")
 }
 
 func TestClassNames(t *testing.T) {
 	seen := map[string]bool{errclass.Unknown.String(): true}
 	for _, c := range errclass.Classes() {
 		n := c.String()
-		if n == "" || strings.HasPrefix(n, "class(") || seen[n] {
-			t.Errorf("class %d: name %q missing or repeated", c, n)
-		}
+		assert.Falsef(t, n == "" || strings.HasPrefix(n, "class(") || seen[n], "class %d: name %q missing or repeated", c, n)
 		seen[n] = true
-		if errclass.Match(errors.New(n), c) || errclass.Is(errors.New(n), c) {
-			t.Errorf("a plain error matches class %v", c)
-		}
+		assert.Truef(t, !errclass.Match(errors.New(n), c) && !errclass.Is(errors.New(n), c), "a plain error matches class %v", c)
 	}
-	if errclass.Is(errclass.New(errclass.Unknown, "x"), errclass.Unknown) {
-		t.Error("Is(_, Unknown) holds")
-	}
+	assert.False(t, errclass.Is(errclass.New(errclass.Unknown, "x"), errclass.Unknown), "Is(_, Unknown) holds")
 }

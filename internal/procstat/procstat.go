@@ -53,7 +53,21 @@ type Stat struct {
 	// StartTime is field 22: when the process started, in clock ticks
 	// after boot. With the PID it names the process (see Identity).
 	StartTime uint64
+	// UTime and STime (fields 14 and 15) are the CPU time the process
+	// spent in user and kernel mode; CUTime and CSTime (16 and 17) that of
+	// the children it has waited for. All are in clock ticks (TicksPerSecond).
+	UTime, STime, CUTime, CSTime uint64
 }
+
+// TicksPerSecond is the unit of Stat's times (USER_HZ). Linux fixes it at
+// 100 on every architecture Go supports: the kernel converts its internal
+// HZ to it for /proc, precisely so that user space may rely on it, and
+// reading it through sysconf(_SC_CLK_TCK) would need cgo.
+const TicksPerSecond = 100
+
+// CPU is the process's CPU time, user plus system, its own and that of
+// the children it has reaped, in clock ticks.
+func (s Stat) CPU() uint64 { return s.UTime + s.STime + s.CUTime + s.CSTime }
 
 // Exited reports whether the process has ended: a zombie waiting to be
 // reaped, or a task being torn down.
@@ -96,7 +110,16 @@ func Parse(data []byte) (Stat, error) {
 	ppid, err1 := strconv.Atoi(f[1])
 	pgid, err2 := strconv.Atoi(f[2])
 	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	var times [4]uint64
+	var errs []error
+	for i := range times {
+		// cutime and cstime are signed in the kernel's format; they are
+		// never negative in practice, and a negative one is malformed.
+		v, err := strconv.ParseUint(f[11+i], 10, 64)
+		times[i] = v
+		errs = append(errs, err)
+	}
+	if err := errors.Join(append(errs, err1, err2, err3)...); err != nil {
 		return Stat{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return Stat{
@@ -106,6 +129,10 @@ func Parse(data []byte) (Stat, error) {
 		PPID:      ppid,
 		PGID:      pgid,
 		StartTime: start,
+		UTime:     times[0],
+		STime:     times[1],
+		CUTime:    times[2],
+		CSTime:    times[3],
 	}, nil
 }
 

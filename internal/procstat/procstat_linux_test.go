@@ -82,3 +82,21 @@ func TestZombie(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	assert.False(t, id.Alive(), "a reaped process is gone")
 }
+
+// TestReadCPU: a process that computes sees its own CPU time rise from
+// field 14 on: with the times not parsed it would stay zero.
+func TestReadCPU(t *testing.T) {
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for time.Now().Before(deadline) {
+		for i := 0; i < 1_000_000; i++ {
+			x += i
+		}
+		st, err := procstat.Read(os.Getpid())
+		require.NoError(t, err)
+		if st.CPU() > 0 {
+			return
+		}
+	}
+	t.Fatalf("CPU time still zero after 10 s of computing (%d)", x)
+}

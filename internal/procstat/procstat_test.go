@@ -14,9 +14,10 @@ import (
 )
 
 // statLine is a /proc/PID/stat line as the kernel writes it, for pid with
-// command name comm, state S, parent 1, group 4242 and start time 987654.
+// command name comm, state S, parent 1, group 4242, start time 987654,
+// and CPU times (utime, stime, cutime, cstime) 7, 3, 20 and 5 ticks.
 func statLine(pid int, comm string) string {
-	return fmt.Sprintf("%d (%s) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n", pid, comm)
+	return fmt.Sprintf("%d (%s) S 1 4242 4242 0 -1 4194560 99 0 0 0 7 3 20 5 20 0 1 0 987654 1000 10 18446744073709551615\n", pid, comm)
 }
 
 func TestParse(t *testing.T) {
@@ -41,7 +42,9 @@ func TestParse(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, procstat.Stat{
 				PID: 4242, Comm: tt.comm, State: 'S', PPID: 1, PGID: 4242, StartTime: 987654,
+				UTime: 7, STime: 3, CUTime: 20, CSTime: 5,
 			}, st)
+			assert.Equal(t, uint64(35), st.CPU())
 			assert.False(t, st.Exited())
 		})
 	}
@@ -61,6 +64,8 @@ func TestParseMalformed(t *testing.T) {
 		{"ppid not a number", "12 (x) S p 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
 		{"pgid not a number", "12 (x) S 1 g 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
 		{"start time not a number", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 -5 1000"},
+		{"utime not a number", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 u 0 0 0 20 0 1 0 987654 1000"},
+		{"negative cstime", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 -1 20 0 1 0 987654 1000"},
 		{"name hides the fields", "12 (x S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 )"},
 	}
 	for _, tt := range tests {

@@ -6,8 +6,10 @@
 //
 //   - [Quote] makes one word of one string.
 //   - [Join] makes a command line of several, one word each.
+//   - [Readable] and [Display] write a command line for people to read,
+//     quoting only the words that need it (display.go).
 //
-// Decisions:
+// Decisions (for Quote and Join):
 //   - Every string is single-quoted, even one that would be safe bare.
 //     Quoting only "when needed" would leave words such as FOO=bar (an
 //     assignment), if (a keyword) or ~ (a tilde expansion) to the shell's

@@ -353,17 +353,22 @@ func (x *OpenResponse) GetCapabilities() *Capabilities {
 }
 
 type Capabilities struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pty           bool                   `protobuf:"varint,1,opt,name=pty,proto3" json:"pty,omitempty"`
-	Resize        bool                   `protobuf:"varint,2,opt,name=resize,proto3" json:"resize,omitempty"`
-	Stdin         bool                   `protobuf:"varint,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	Reattach      bool                   `protobuf:"varint,4,opt,name=reattach,proto3" json:"reattach,omitempty"`
-	ReattachPty   bool                   `protobuf:"varint,5,opt,name=reattach_pty,json=reattachPty,proto3" json:"reattach_pty,omitempty"`
-	ReplayOutput  bool                   `protobuf:"varint,6,opt,name=replay_output,json=replayOutput,proto3" json:"replay_output,omitempty"`
-	TreeKill      string                 `protobuf:"bytes,7,opt,name=tree_kill,json=treeKill,proto3" json:"tree_kill,omitempty"`
-	Notes         []string               `protobuf:"bytes,8,rep,name=notes,proto3" json:"notes,omitempty"`
-	Ports         bool                   `protobuf:"varint,9,opt,name=ports,proto3" json:"ports,omitempty"`
-	CheckUrl      bool                   `protobuf:"varint,10,opt,name=check_url,json=checkUrl,proto3" json:"check_url,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Pty          bool                   `protobuf:"varint,1,opt,name=pty,proto3" json:"pty,omitempty"`
+	Resize       bool                   `protobuf:"varint,2,opt,name=resize,proto3" json:"resize,omitempty"`
+	Stdin        bool                   `protobuf:"varint,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Reattach     bool                   `protobuf:"varint,4,opt,name=reattach,proto3" json:"reattach,omitempty"`
+	ReattachPty  bool                   `protobuf:"varint,5,opt,name=reattach_pty,json=reattachPty,proto3" json:"reattach_pty,omitempty"`
+	ReplayOutput bool                   `protobuf:"varint,6,opt,name=replay_output,json=replayOutput,proto3" json:"replay_output,omitempty"`
+	TreeKill     string                 `protobuf:"bytes,7,opt,name=tree_kill,json=treeKill,proto3" json:"tree_kill,omitempty"`
+	Notes        []string               `protobuf:"bytes,8,rep,name=notes,proto3" json:"notes,omitempty"`
+	Ports        bool                   `protobuf:"varint,9,opt,name=ports,proto3" json:"ports,omitempty"`
+	CheckUrl     bool                   `protobuf:"varint,10,opt,name=check_url,json=checkUrl,proto3" json:"check_url,omitempty"`
+	// tree_stats: the Environment implements env.TreeStatter (the TreeStats
+	// call). The SDK sets it in Open and Capabilities answers only; it has
+	// no env.Capabilities field, and plugins built before it leave it
+	// false.
+	TreeStats     bool `protobuf:"varint,11,opt,name=tree_stats,json=treeStats,proto3" json:"tree_stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +469,13 @@ func (x *Capabilities) GetPorts() bool {
 func (x *Capabilities) GetCheckUrl() bool {
 	if x != nil {
 		return x.CheckUrl
+	}
+	return false
+}
+
+func (x *Capabilities) GetTreeStats() bool {
+	if x != nil {
+		return x.TreeStats
 	}
 	return false
 }
@@ -1889,6 +1901,192 @@ func (x *SpecError) GetReason() string {
 	return ""
 }
 
+type TreeStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// process_ids are handles, as in ProcessRequest.
+	ProcessIds    []uint64 `protobuf:"varint,1,rep,packed,name=process_ids,json=processIds,proto3" json:"process_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeStatsRequest) Reset() {
+	*x = TreeStatsRequest{}
+	mi := &file_backend_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeStatsRequest) ProtoMessage() {}
+
+func (x *TreeStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeStatsRequest.ProtoReflect.Descriptor instead.
+func (*TreeStatsRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TreeStatsRequest) GetProcessIds() []uint64 {
+	if x != nil {
+		return x.ProcessIds
+	}
+	return nil
+}
+
+// TreeStats is an env.TreeStats, or its absence: present is false where
+// env.TreeStatter answered nil (a handle the plugin does not know, a
+// released one, a tree that is gone), and every other field is then unset.
+type TreeStats struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Present bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	// cpu_nanos is env.TreeStats.CPU in nanoseconds.
+	CpuNanos      int64    `protobuf:"varint,2,opt,name=cpu_nanos,json=cpuNanos,proto3" json:"cpu_nanos,omitempty"`
+	RssBytes      int64    `protobuf:"varint,3,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	Pids          int64    `protobuf:"varint,4,opt,name=pids,proto3" json:"pids,omitempty"`
+	ReadBytes     int64    `protobuf:"varint,5,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	WriteBytes    int64    `protobuf:"varint,6,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	Missing       []string `protobuf:"bytes,7,rep,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeStats) Reset() {
+	*x = TreeStats{}
+	mi := &file_backend_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeStats) ProtoMessage() {}
+
+func (x *TreeStats) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeStats.ProtoReflect.Descriptor instead.
+func (*TreeStats) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TreeStats) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
+func (x *TreeStats) GetCpuNanos() int64 {
+	if x != nil {
+		return x.CpuNanos
+	}
+	return 0
+}
+
+func (x *TreeStats) GetRssBytes() int64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
+func (x *TreeStats) GetPids() int64 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+func (x *TreeStats) GetReadBytes() int64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return 0
+}
+
+func (x *TreeStats) GetWriteBytes() int64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return 0
+}
+
+func (x *TreeStats) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+type TreeStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// trees holds one entry per process_ids entry, in order.
+	Trees         []*TreeStats `protobuf:"bytes,1,rep,name=trees,proto3" json:"trees,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeStatsResponse) Reset() {
+	*x = TreeStatsResponse{}
+	mi := &file_backend_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeStatsResponse) ProtoMessage() {}
+
+func (x *TreeStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeStatsResponse.ProtoReflect.Descriptor instead.
+func (*TreeStatsResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TreeStatsResponse) GetTrees() []*TreeStats {
+	if x != nil {
+		return x.Trees
+	}
+	return nil
+}
+
 type HealthResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Condition is env.Condition: "ok", "paused", "unreachable" or "gone".
@@ -1901,7 +2099,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_backend_proto_msgTypes[33]
+	mi := &file_backend_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2111,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[33]
+	mi := &file_backend_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2124,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{33}
+	return file_backend_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HealthResponse) GetCondition() string {
@@ -1960,7 +2158,7 @@ const file_backend_proto_rawDesc = "" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"f\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
-	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\x98\x02\n" +
+	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xb7\x02\n" +
 	"\fCapabilities\x12\x10\n" +
 	"\x03pty\x18\x01 \x01(\bR\x03pty\x12\x16\n" +
 	"\x06resize\x18\x02 \x01(\bR\x06resize\x12\x14\n" +
@@ -1972,7 +2170,9 @@ const file_backend_proto_rawDesc = "" +
 	"\x05notes\x18\b \x03(\tR\x05notes\x12\x14\n" +
 	"\x05ports\x18\t \x01(\bR\x05ports\x12\x1b\n" +
 	"\tcheck_url\x18\n" +
-	" \x01(\bR\bcheckUrl\"Z\n" +
+	" \x01(\bR\bcheckUrl\x12\x1d\n" +
+	"\n" +
+	"tree_stats\x18\v \x01(\bR\ttreeStats\"Z\n" +
 	"\x14CapabilitiesResponse\x12B\n" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"4\n" +
 	"\n" +
@@ -2076,10 +2276,25 @@ const file_backend_proto_rawDesc = "" +
 	"\tSpecError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"F\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"3\n" +
+	"\x10TreeStatsRequest\x12\x1f\n" +
+	"\vprocess_ids\x18\x01 \x03(\x04R\n" +
+	"processIds\"\xcd\x01\n" +
+	"\tTreeStats\x12\x18\n" +
+	"\apresent\x18\x01 \x01(\bR\apresent\x12\x1b\n" +
+	"\tcpu_nanos\x18\x02 \x01(\x03R\bcpuNanos\x12\x1b\n" +
+	"\trss_bytes\x18\x03 \x01(\x03R\brssBytes\x12\x12\n" +
+	"\x04pids\x18\x04 \x01(\x03R\x04pids\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\x05 \x01(\x03R\treadBytes\x12\x1f\n" +
+	"\vwrite_bytes\x18\x06 \x01(\x03R\n" +
+	"writeBytes\x12\x18\n" +
+	"\amissing\x18\a \x03(\tR\amissing\"F\n" +
+	"\x11TreeStatsResponse\x121\n" +
+	"\x05trees\x18\x01 \x03(\v2\x1b.corral.plugin.v1.TreeStatsR\x05trees\"F\n" +
 	"\x0eHealthResponse\x12\x1c\n" +
 	"\tcondition\x18\x01 \x01(\tR\tcondition\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail2\xf2\f\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail2\xc8\r\n" +
 	"\aBackend\x12E\n" +
 	"\x04Info\x12\x1d.corral.plugin.v1.InfoRequest\x1a\x1e.corral.plugin.v1.InfoResponse\x12E\n" +
 	"\x04Open\x12\x1d.corral.plugin.v1.OpenRequest\x1a\x1e.corral.plugin.v1.OpenResponse\x12O\n" +
@@ -2103,7 +2318,8 @@ const file_backend_proto_rawDesc = "" +
 	"\tListeners\x12 .corral.plugin.v1.ProcessRequest\x1a#.corral.plugin.v1.ListenersResponse\x12\\\n" +
 	"\rWaitListening\x12&.corral.plugin.v1.WaitListeningRequest\x1a#.corral.plugin.v1.ListenersResponse\x12Q\n" +
 	"\bCheckURL\x12!.corral.plugin.v1.CheckURLRequest\x1a\".corral.plugin.v1.CheckURLResponse\x12C\n" +
-	"\x06Health\x12\x17.corral.plugin.v1.Empty\x1a .corral.plugin.v1.HealthResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
+	"\x06Health\x12\x17.corral.plugin.v1.Empty\x1a .corral.plugin.v1.HealthResponse\x12T\n" +
+	"\tTreeStats\x12\".corral.plugin.v1.TreeStatsRequest\x1a#.corral.plugin.v1.TreeStatsResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -2118,7 +2334,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -2154,7 +2370,10 @@ var file_backend_proto_goTypes = []any{
 	(*CheckURLResponse)(nil),     // 31: corral.plugin.v1.CheckURLResponse
 	(*Error)(nil),                // 32: corral.plugin.v1.Error
 	(*SpecError)(nil),            // 33: corral.plugin.v1.SpecError
-	(*HealthResponse)(nil),       // 34: corral.plugin.v1.HealthResponse
+	(*TreeStatsRequest)(nil),     // 34: corral.plugin.v1.TreeStatsRequest
+	(*TreeStats)(nil),            // 35: corral.plugin.v1.TreeStats
+	(*TreeStatsResponse)(nil),    // 36: corral.plugin.v1.TreeStatsResponse
+	(*HealthResponse)(nil),       // 37: corral.plugin.v1.HealthResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	6,  // 0: corral.plugin.v1.InfoResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
@@ -2173,55 +2392,58 @@ var file_backend_proto_depIdxs = []int32{
 	27, // 13: corral.plugin.v1.ListenersResponse.listeners:type_name -> corral.plugin.v1.Listener
 	0,  // 14: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
 	33, // 15: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
-	2,  // 16: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
-	4,  // 17: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
-	1,  // 18: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
-	10, // 19: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
-	14, // 20: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
-	12, // 21: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
-	17, // 22: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
-	19, // 23: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
-	16, // 24: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
-	21, // 25: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
-	16, // 26: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 27: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
-	25, // 28: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
-	16, // 29: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 30: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 31: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
-	1,  // 32: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
-	1,  // 33: corral.plugin.v1.Backend.EnvListeners:input_type -> corral.plugin.v1.Empty
-	16, // 34: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
-	29, // 35: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
-	30, // 36: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
-	1,  // 37: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
-	3,  // 38: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 39: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	7,  // 40: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	13, // 41: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	15, // 42: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
-	13, // 43: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	18, // 44: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	20, // 45: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 46: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 47: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	22, // 48: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	24, // 49: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 50: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	26, // 51: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 52: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 53: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 54: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	28, // 55: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 56: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 57: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
-	31, // 58: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
-	34, // 59: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
-	38, // [38:60] is the sub-list for method output_type
-	16, // [16:38] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	35, // 16: corral.plugin.v1.TreeStatsResponse.trees:type_name -> corral.plugin.v1.TreeStats
+	2,  // 17: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
+	4,  // 18: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
+	1,  // 19: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
+	10, // 20: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
+	14, // 21: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
+	12, // 22: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
+	17, // 23: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
+	19, // 24: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
+	16, // 25: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
+	21, // 26: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
+	16, // 27: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 28: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
+	25, // 29: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
+	16, // 30: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 31: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
+	16, // 32: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
+	1,  // 33: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
+	1,  // 34: corral.plugin.v1.Backend.EnvListeners:input_type -> corral.plugin.v1.Empty
+	16, // 35: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
+	29, // 36: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
+	30, // 37: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
+	1,  // 38: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
+	34, // 39: corral.plugin.v1.Backend.TreeStats:input_type -> corral.plugin.v1.TreeStatsRequest
+	3,  // 40: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 41: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	7,  // 42: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	13, // 43: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	15, // 44: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	13, // 45: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	18, // 46: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	20, // 47: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 48: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 49: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	22, // 50: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	24, // 51: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 52: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	26, // 53: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 54: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 55: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 56: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	28, // 57: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 58: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
+	28, // 59: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
+	31, // 60: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
+	37, // 61: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
+	36, // 62: corral.plugin.v1.Backend.TreeStats:output_type -> corral.plugin.v1.TreeStatsResponse
+	40, // [40:63] is the sub-list for method output_type
+	17, // [17:40] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -2235,7 +2457,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

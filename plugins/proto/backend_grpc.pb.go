@@ -51,6 +51,7 @@ const (
 	Backend_WaitListening_FullMethodName = "/corral.plugin.v1.Backend/WaitListening"
 	Backend_CheckURL_FullMethodName      = "/corral.plugin.v1.Backend/CheckURL"
 	Backend_Health_FullMethodName        = "/corral.plugin.v1.Backend/Health"
+	Backend_TreeStats_FullMethodName     = "/corral.plugin.v1.Backend/TreeStats"
 )
 
 // BackendClient is the client API for Backend service.
@@ -106,6 +107,14 @@ type BackendClient interface {
 	// (it answered); plugins built before this call answer Unimplemented,
 	// which the host reads the same way.
 	Health(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*HealthResponse, error)
+	// TreeStats is env.TreeStatter: what the trees of many processes cost,
+	// in one look (one round trip into the sandbox for all of them). The
+	// answer holds one entry per process_id, in order. A plugin whose
+	// Environment does not measure answers with KIND_UNSUPPORTED and says
+	// so in advance (Capabilities.tree_stats false); plugins built before
+	// this call answer Unimplemented, which the host reads the same way:
+	// the backend does not measure.
+	TreeStats(ctx context.Context, in *TreeStatsRequest, opts ...grpc.CallOption) (*TreeStatsResponse, error)
 }
 
 type backendClient struct {
@@ -348,6 +357,16 @@ func (c *backendClient) Health(ctx context.Context, in *Empty, opts ...grpc.Call
 	return out, nil
 }
 
+func (c *backendClient) TreeStats(ctx context.Context, in *TreeStatsRequest, opts ...grpc.CallOption) (*TreeStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TreeStatsResponse)
+	err := c.cc.Invoke(ctx, Backend_TreeStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -401,6 +420,14 @@ type BackendServer interface {
 	// (it answered); plugins built before this call answer Unimplemented,
 	// which the host reads the same way.
 	Health(context.Context, *Empty) (*HealthResponse, error)
+	// TreeStats is env.TreeStatter: what the trees of many processes cost,
+	// in one look (one round trip into the sandbox for all of them). The
+	// answer holds one entry per process_id, in order. A plugin whose
+	// Environment does not measure answers with KIND_UNSUPPORTED and says
+	// so in advance (Capabilities.tree_stats false); plugins built before
+	// this call answer Unimplemented, which the host reads the same way:
+	// the backend does not measure.
+	TreeStats(context.Context, *TreeStatsRequest) (*TreeStatsResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -476,6 +503,9 @@ func (UnimplementedBackendServer) CheckURL(context.Context, *CheckURLRequest) (*
 }
 func (UnimplementedBackendServer) Health(context.Context, *Empty) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedBackendServer) TreeStats(context.Context, *TreeStatsRequest) (*TreeStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TreeStats not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -876,6 +906,24 @@ func _Backend_Health_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_TreeStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TreeStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).TreeStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_TreeStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).TreeStats(ctx, req.(*TreeStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -962,6 +1010,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Backend_Health_Handler,
+		},
+		{
+			MethodName: "TreeStats",
+			Handler:    _Backend_TreeStats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2,10 +2,14 @@ package proto
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestGeneratedCodeIsFresh regenerates backend.proto into a temporary
@@ -14,16 +18,12 @@ import (
 // (Debian: protobuf-compiler); without it the test skips, except in CI.
 func TestGeneratedCodeIsFresh(t *testing.T) {
 	if _, err := exec.LookPath("protoc"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("protoc not found: apt-get install -y protobuf-compiler")
-		}
+		require.True(t, os.Getenv("CI") == "", "protoc not found: apt-get install -y protobuf-compiler")
 		t.Skip("protoc not found (apt-get install -y protobuf-compiler)")
 	}
 	tool := func(name string) string {
 		out, err := exec.Command("go", "tool", "-n", name).Output()
-		if err != nil {
-			t.Fatalf("go tool -n %s: %v", name, err)
-		}
+		require.NoErrorf(t, err, "go tool -n %s", name)
 		return string(bytes.TrimSpace(out))
 	}
 	dir := t.TempDir()
@@ -34,19 +34,13 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 		"--go-grpc_out="+dir, "--go-grpc_opt=paths=source_relative",
 		"backend.proto")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("protoc: %v\n%s", err, out)
+		require.FailNow(t, fmt.Sprintf("protoc: %v\n%s", err, out))
 	}
 	for _, name := range []string{"backend.pb.go", "backend_grpc.pb.go"} {
 		fresh, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		committed, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(fresh, committed) {
-			t.Errorf("%s is stale: run go generate ./plugins/proto and commit the result", name)
-		}
+		require.NoError(t, err)
+		assert.Truef(t, bytes.Equal(fresh, committed), "%s is stale: run go generate ./plugins/proto and commit the result", name)
 	}
 }

@@ -315,6 +315,12 @@ func TransportEnvironment(open TransportOpener) func(context.Context, string) (e
 	}
 }
 
+// Owner returns the supervisor the host names for the sandboxes a plugin
+// creates (plugins.Options.Owner; corral's daemon names itself), or ""
+// when it named none: label sandboxes with it, so that a restarted daemon
+// finds its own again and leaves other daemons' alone.
+func Owner() string { return os.Getenv(wire.OwnerEnv) }
+
 // Scheme returns the NAME of a NAME://… target, or "" when target has none.
 func Scheme(target string) string {
 	name, _, ok := strings.Cut(target, "://")

@@ -1,11 +1,14 @@
 package sdk
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestScheme(t *testing.T) {
 	for target, want := range map[string]string{"bwrap://x": "bwrap", "localplugin://": "localplugin", "nothing": ""} {
-		if got := Scheme(target); got != want {
-			t.Errorf("Scheme(%q) = %q, want %q", target, got, want)
-		}
+		got := Scheme(target)
+		assert.Truef(t, got == want, "Scheme(%q) = %q, want %q", target, got, want)
 	}
 }

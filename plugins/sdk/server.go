@@ -134,7 +134,7 @@ func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 		return nil, wire.ToStatus(err)
 	}
 	s.env = e
-	return &pb.OpenResponse{Name: e.Name(), Capabilities: wire.CapsToProto(e.Capabilities())}, nil
+	return &pb.OpenResponse{Name: e.Name(), Capabilities: capsToProto(e)}, nil
 }
 
 func (s *server) Capabilities(context.Context, *pb.Empty) (*pb.CapabilitiesResponse, error) {
@@ -142,7 +142,7 @@ func (s *server) Capabilities(context.Context, *pb.Empty) (*pb.CapabilitiesRespo
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	return &pb.CapabilitiesResponse{Capabilities: wire.CapsToProto(e.Capabilities())}, nil
+	return &pb.CapabilitiesResponse{Capabilities: capsToProto(e)}, nil
 }
 
 func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.ProcessResponse, error) {

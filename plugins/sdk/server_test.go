@@ -3,10 +3,13 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -20,9 +23,7 @@ import (
 func proc(t *testing.T, fe *envtest.Fake, i int) *envtest.FakeProcess {
 	t.Helper()
 	procs := fe.Procs()
-	if i >= len(procs) {
-		t.Fatalf("process %d was not started", i)
-	}
+	require.Truef(t, i < len(procs), "process %d was not started", i)
 	return procs[i]
 }
 
@@ -33,7 +34,7 @@ func awaitReleased(t *testing.T, p *envtest.FakeProcess) {
 	select {
 	case <-p.Released():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("process %d was not released", p.PID())
+		require.FailNow(t, fmt.Sprintf("process %d was not released", p.PID()))
 	}
 }
 
@@ -42,7 +43,15 @@ func awaitReleased(t *testing.T, p *envtest.FakeProcess) {
 func serve(t *testing.T) (*server, *envtest.Fake, pb.BackendClient) {
 	t.Helper()
 	fe := &envtest.Fake{}
-	srv := newServer(Plugin{Name: "fake", Open: func(context.Context, string) (env.Environment, error) { return fe, nil }})
+	srv, client, _ := serveEnv(t, fe)
+	return srv, fe, client
+}
+
+// serveEnv serves e in memory and returns the server, a client and Open's
+// answer.
+func serveEnv(t *testing.T, e env.Environment) (*server, pb.BackendClient, *pb.OpenResponse) {
+	t.Helper()
+	srv := newServer(Plugin{Name: "fake", Open: func(context.Context, string) (env.Environment, error) { return e, nil }})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	pb.RegisterBackendServer(gs, srv)
@@ -51,15 +60,14 @@ func serve(t *testing.T) (*server, *envtest.Fake, pb.BackendClient) {
 	cc, err := grpc.NewClient("passthrough:///fake",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
 	client := pb.NewBackendClient(cc)
-	if _, err := client.Open(context.Background(), &pb.OpenRequest{Target: "fake://"}); err != nil {
-		t.Fatal(err)
+	open, err := client.Open(context.Background(), &pb.OpenRequest{Target: "fake://"})
+	if err != nil {
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	return srv, fe, client
+	return srv, client, open
 }
 
 // run opens a Run stream and starts a process on it.
@@ -68,19 +76,11 @@ func run(t *testing.T, client pb.BackendClient) (pb.Backend_RunClient, *pb.Proce
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream, err := client.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&pb.RunRequest{Spec: &pb.Spec{Command: "true"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&pb.RunRequest{Spec: &pb.Spec{Command: "true"}}))
 	ev, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev.GetStarted() == nil {
-		t.Fatalf("first event %v, want started", ev)
-	}
+	require.NoError(t, err)
+	require.Truef(t, ev.GetStarted() != nil, "first event %v, want started", ev)
 	return stream, ev.GetStarted(), cancel
 }
 
@@ -97,36 +97,29 @@ func TestRunWaitAndRelease(t *testing.T) {
 	stream, started, cancel := run(t, client)
 	p := proc(t, fe, 0)
 	if started.GetPid() != int64(p.PID()) || !srv.known(started.GetProcessId()) {
-		t.Fatalf("started %v: not the handle of process %d", started, p.PID())
+		require.FailNow(t, fmt.Sprintf("started %v: not the handle of process %d", started, p.PID()))
 	}
-	if err := stream.Send(&pb.RunRequest{Wait: true}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, stream.Send(&pb.RunRequest{Wait: true}))
 	// A signal the process survives, while the stream waits: the handle
 	// works in other calls, and the signal reaches the process.
 	if _, err := client.Signal(context.Background(), &pb.SignalRequest{ProcessId: started.GetProcessId(), Signal: "USR1"}); err != nil {
-		t.Fatalf("Signal on the stream's handle: %v", err)
+		require.FailNow(t, fmt.Sprintf("Signal on the stream's handle: %v", err))
 	}
 	if got := p.Signals(); len(got) != 1 || got[0] != env.SIGUSR1 {
-		t.Fatalf("signals delivered %v, want [USR1]", got)
+		require.FailNow(t, fmt.Sprintf("signals delivered %v, want [USR1]", got))
 	}
 	p.Exit(env.Exited(3))
 	ev, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ev.GetExited(); got == nil || got.GetCode() != 3 {
-		t.Fatalf("answer to wait = %v, want exit code 3", ev)
-	}
+	require.NoError(t, err)
+	got := ev.GetExited()
+	require.Truef(t, got != nil && got.GetCode() == 3, "answer to wait = %v, want exit code 3", ev)
 	// The answered wait did not end the handle.
 	if w, err := client.Wait(context.Background(), &pb.ProcessRequest{ProcessId: started.GetProcessId()}); err != nil || w.GetStatus().GetCode() != 3 {
-		t.Fatalf("Wait call on the stream's handle after the answer = %v, %v; want exit code 3", w, err)
+		require.FailNow(t, fmt.Sprintf("Wait call on the stream's handle after the answer = %v, %v; want exit code 3", w, err))
 	}
 	cancel()
 	awaitReleased(t, p)
-	if srv.known(started.GetProcessId()) {
-		t.Error("the handle outlived its stream")
-	}
+	assert.False(t, srv.known(started.GetProcessId()), "the handle outlived its stream")
 }
 
 // TestRunWaitsOnlyWhenAsked: without a wait request the plugin never calls
@@ -138,9 +131,8 @@ func TestRunWaitsOnlyWhenAsked(t *testing.T) {
 	p.Exit(env.Exited(0))
 	cancel()
 	awaitReleased(t, p)
-	if n := p.Waits(); n != 0 {
-		t.Errorf("Wait called %d times, want 0", n)
-	}
+	n := p.Waits()
+	assert.Truef(t, n == 0, "Wait called %d times, want 0", n)
 }
 
 // TestRunWaitFailed: a failing Wait is reported as wait_failed, and the
@@ -150,20 +142,12 @@ func TestRunWaitFailed(t *testing.T) {
 	stream, started, _ := run(t, client)
 	p := proc(t, fe, 0)
 	p.Lose(errors.New("lost track"))
-	if err := stream.Send(&pb.RunRequest{Wait: true}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, stream.Send(&pb.RunRequest{Wait: true}))
 	ev, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ev.GetWaitFailed() || ev.GetExited() != nil {
-		t.Fatalf("answer to a failing wait = %v, want wait_failed", ev)
-	}
+	require.NoError(t, err)
+	require.Truef(t, ev.GetWaitFailed() && ev.GetExited() == nil, "answer to a failing wait = %v, want wait_failed", ev)
 	_, err = client.Wait(context.Background(), &pb.ProcessRequest{ProcessId: started.GetProcessId()})
-	if err == nil {
-		t.Fatal("Wait call after wait_failed succeeded, want the Environment's error")
-	}
+	require.Error(t, err, "Wait call after wait_failed succeeded, want the Environment's error")
 }
 
 // TestCloseReleasesHandles: Close releases every handle still held, Run
@@ -173,19 +157,16 @@ func TestCloseReleasesHandles(t *testing.T) {
 	run(t, client)
 	run(t, client)
 	if _, err := client.Start(context.Background(), &pb.StartRequest{Spec: &pb.Spec{Command: "true"}}); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	if _, err := client.Close(context.Background(), &pb.Empty{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := client.Close(context.Background(), &pb.Empty{})
+	require.NoError(t, err)
 	for i := range 3 {
 		select {
 		case <-proc(t, fe, i).Released():
 		default:
-			t.Errorf("process %d not released when Close returned", i)
+			assert.Fail(t, fmt.Sprintf("process %d not released when Close returned", i))
 		}
 	}
-	if !fe.Closed() {
-		t.Error("Close did not close the Environment")
-	}
+	assert.True(t, fe.Closed(), "Close did not close the Environment")
 }

@@ -7,6 +7,14 @@
 //
 // Target: hostsh://?base=DIR, DIR being the engine's BaseDir (default: the
 // engine's own).
+//
+// HOSTSH_TREE_STATS (set through plugins.Options.Env) asks for a test
+// behaviour of env.TreeStatter, served with sdk.Serve instead (so the
+// engine's own capabilities count once opened): "fixed" measures every
+// live tree with figures made of its PID and size (fixedTreeStats), whether
+// or not the engine measures, so that tests can check every field across
+// the boundary; "none" hides the engine's TreeStats, as a backend that
+// cannot measure.
 
 //go:build linux
 
@@ -14,14 +22,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/plugins/sdk"
 )
@@ -33,17 +46,102 @@ const (
 	Note     = "hostsh: no isolation, scripts run on the host (a test plugin)"
 )
 
+// StatsEnv names the variable that selects a TreeStats behaviour; NoIOEnv
+// in a Spec's Env makes "fixed" report that tree's I/O as missing.
+const (
+	StatsEnv = "HOSTSH_TREE_STATS"
+	NoIOEnv  = "HOSTSH_NO_IO=1"
+)
+
 func main() {
 	caps := sdk.EngineCapabilities()
 	caps.TreeKill = TreeKill
 	caps.Notes = append(caps.Notes, Note)
-	sdk.ServeTransport(sdk.Plugin{
+	p := sdk.Plugin{
 		Name:         "hostsh",
 		Version:      "0.0.1-test",
 		Description:  "the host's /bin/sh through ServeTransport (tests only)",
 		Capabilities: &caps,
-	}, open)
+	}
+	var wrap func(env.Environment) env.Environment
+	switch mode := os.Getenv(StatsEnv); mode {
+	case "":
+		sdk.ServeTransport(p, open)
+		return
+	case "fixed":
+		wrap = func(e env.Environment) env.Environment { return &fixedStats{Environment: e, noIO: map[int]bool{}} }
+	case "none":
+		wrap = func(e env.Environment) env.Environment { return hiddenStats{e} }
+	default:
+		fmt.Fprintf(os.Stderr, "hostsh: %s=%.20q: want fixed or none\n", StatsEnv, mode)
+		os.Exit(2)
+	}
+	newEnv := sdk.TransportEnvironment(open)
+	p.Open = func(ctx context.Context, target string) (env.Environment, error) {
+		e, err := newEnv(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(e), nil
+	}
+	sdk.Serve(p)
 }
+
+// fixedTreeStats is what "fixed" reports for a live tree of n processes
+// whose leader is pid: every field distinct, CPU below the millisecond and
+// RSS beyond 32 bits, so a lost or truncated field shows. plugins'
+// stats_test.go computes the same.
+func fixedTreeStats(pid, n int, noIO bool) *env.TreeStats {
+	s := &env.TreeStats{CPU: time.Duration(pid)*time.Millisecond + 7, RSS: int64(pid)<<24 + 3, Pids: n,
+		ReadBytes: int64(pid)*1000 + 1, WriteBytes: int64(pid)*1000 + 2}
+	if noIO {
+		s.ReadBytes, s.WriteBytes, s.Missing = 0, 0, []string{"io"}
+	}
+	return s
+}
+
+// fixedStats measures with fixedTreeStats: a tree is what the process's
+// Survivors returns, as env.TreeStatter says; a released process or an
+// empty tree gets nil.
+type fixedStats struct {
+	env.Environment
+	mu   sync.Mutex
+	noIO map[int]bool // by PID: started with NoIOEnv
+}
+
+func (f *fixedStats) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
+	p, err := f.Environment.Start(ctx, spec)
+	if err == nil && slices.Contains(spec.Env, NoIOEnv) {
+		f.mu.Lock()
+		f.noIO[p.PID()] = true
+		f.mu.Unlock()
+	}
+	return p, err
+}
+
+func (f *fixedStats) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeStats, error) {
+	out := make([]*env.TreeStats, len(procs))
+	for i, p := range procs {
+		pids, err := p.Survivors(ctx)
+		switch {
+		case errors.Is(err, env.ErrReleased):
+			continue
+		case err != nil:
+			return nil, err
+		case len(pids) == 0:
+			continue
+		}
+		f.mu.Lock()
+		noIO := f.noIO[p.PID()]
+		f.mu.Unlock()
+		out[i] = fixedTreeStats(p.PID(), len(pids), noIO)
+	}
+	return out, nil
+}
+
+// hiddenStats is the engine's Environment without its optional
+// interfaces, env.TreeStatter among them.
+type hiddenStats struct{ env.Environment }
 
 func open(_ context.Context, target string) (nohup.Transport, nohup.Options, error) {
 	rest, ok := strings.CutPrefix(target, "hostsh://")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,16 +23,12 @@ func TestErrorRoundTrip(t *testing.T) {
 	for _, sentinel := range sentinels {
 		orig := fmt.Errorf("mybackend: something: %w", sentinel)
 		got := FromStatus("plugin x: op", ToStatus(orig))
-		if !errors.Is(got, sentinel) {
-			t.Errorf("%v: round trip gives %v, which does not match", sentinel, got)
-		}
+		assert.Truef(t, errors.Is(got, sentinel), "%v: round trip gives %v, which does not match", sentinel, got)
 		for _, other := range sentinels {
-			if other != sentinel && errors.Is(got, other) && !(sentinel == env.ErrDirNotFound && other == env.ErrInvalidSpec) {
-				t.Errorf("%v: round trip also matches %v", sentinel, other)
-			}
+			assert.Truef(t, (other == sentinel || !errors.Is(got, other)) || (sentinel == env.ErrDirNotFound && other == env.ErrInvalidSpec), "%v: round trip also matches %v", sentinel, other)
 		}
 		if want := "plugin x: op: " + orig.Error(); got.Error() != want {
-			t.Errorf("message %q, want %q", got.Error(), want)
+			assert.Fail(t, fmt.Sprintf("message %q, want %q", got.Error(), want))
 		}
 	}
 }
@@ -40,17 +38,11 @@ func TestSpecErrorRoundTrip(t *testing.T) {
 		orig := fmt.Errorf("start: %w", &env.SpecError{Field: "Dir", Value: "/no such", Reason: "does not exist", Err: inner})
 		got := FromStatus("op", ToStatus(orig))
 		var se *env.SpecError
-		if !errors.As(got, &se) {
-			t.Fatalf("round trip %v is no *env.SpecError", got)
-		}
-		if se.Field != "Dir" || se.Value != "/no such" || se.Reason != "does not exist" {
-			t.Errorf("fields lost: %+v", se)
-		}
-		if !errors.Is(got, env.ErrInvalidSpec) {
-			t.Errorf("%v does not match ErrInvalidSpec", got)
-		}
+		require.Truef(t, errors.As(got, &se), "round trip %v is no *env.SpecError", got)
+		assert.Truef(t, se.Field == "Dir" && se.Value == "/no such" && se.Reason == "does not exist", "fields lost: %+v", se)
+		assert.Truef(t, errors.Is(got, env.ErrInvalidSpec), "%v does not match ErrInvalidSpec", got)
 		if errors.Is(got, env.ErrDirNotFound) != (inner != nil) {
-			t.Errorf("%v: ErrDirNotFound match = %v, want %v", got, errors.Is(got, env.ErrDirNotFound), inner != nil)
+			assert.Fail(t, fmt.Sprintf("%v: ErrDirNotFound match = %v, want %v", got, errors.Is(got, env.ErrDirNotFound), inner != nil))
 		}
 	}
 }
@@ -59,17 +51,15 @@ func TestSpecErrorRoundTrip(t *testing.T) {
 // died; no details) is ErrUnavailable on the host.
 func TestTransportFailureIsUnavailable(t *testing.T) {
 	got := FromStatus("op", status.Error(codes.Unavailable, "connection reset"))
-	if !errors.Is(got, env.ErrUnavailable) {
-		t.Errorf("%v does not match ErrUnavailable", got)
-	}
+	assert.Truef(t, errors.Is(got, env.ErrUnavailable), "%v does not match ErrUnavailable", got)
 	if got := FromStatus("op", status.Error(codes.Internal, "boom")); errors.Is(got, env.ErrUnavailable) {
-		t.Errorf("an internal error %v matches ErrUnavailable", got)
+		assert.Fail(t, fmt.Sprintf("an internal error %v matches ErrUnavailable", got))
 	}
 	if got := FromStatus("op", ToStatus(context.DeadlineExceeded)); !errors.Is(got, context.DeadlineExceeded) {
-		t.Errorf("deadline round trip = %v", got)
+		assert.Fail(t, fmt.Sprintf("deadline round trip = %v", got))
 	}
 	if got := FromStatus("op", ToStatus(errors.New("plain"))); got.Error() != "op: plain" {
-		t.Errorf("plain error round trip = %q", got)
+		assert.Fail(t, fmt.Sprintf("plain error round trip = %q", got))
 	}
 }
 
@@ -94,7 +84,7 @@ func TestEveryClassCrossesTheWire(t *testing.T) {
 	for _, c := range errclass.Classes() {
 		code, ok := classCodes[c]
 		if !ok {
-			t.Errorf("class %v: no gRPC code (codes.Unknown if plugins never return it)", c)
+			assert.Fail(t, fmt.Sprintf("class %v: no gRPC code (codes.Unknown if plugins never return it)", c))
 			continue
 		}
 		var members []error
@@ -104,32 +94,26 @@ func TestEveryClassCrossesTheWire(t *testing.T) {
 			}
 		}
 		if code == codes.Unknown {
-			if len(members) > 0 {
-				t.Errorf("class %v is not carried, yet %v have proto kinds", c, members)
-			}
+			assert.Truef(t, len(members) <= 0, "class %v is not carried, yet %v have proto kinds", c, members)
 			got := FromStatus("op", ToStatus(fmt.Errorf("x: %w", errclass.New(c, "test"))))
-			if cl := errclass.Of(got); cl != errclass.Unknown {
-				t.Errorf("class %v, not carried, came back as %v", c, cl)
-			}
+			cl := errclass.Of(got)
+			assert.Truef(t, cl == errclass.Unknown, "class %v, not carried, came back as %v", c, cl)
 			continue
 		}
-		if len(members) == 0 {
-			t.Errorf("class %v travels as %v but no sentinel of it has a proto kind", c, code)
-		}
+		assert.Truef(t, len(members) != 0, "class %v travels as %v but no sentinel of it has a proto kind", c, code)
 		for _, s := range members {
 			st, _ := status.FromError(ToStatus(fmt.Errorf("mybackend: %w", s)))
 			if st.Code() != code || st.Code() != want[s] {
-				t.Errorf("%v (class %v) travels as %v, want %v", s, c, st.Code(), want[s])
+				assert.Fail(t, fmt.Sprintf("%v (class %v) travels as %v, want %v", s, c, st.Code(), want[s]))
 			}
 			got := FromStatus("op", st.Err())
 			if !errors.Is(got, s) || errclass.Of(got) != c {
-				t.Errorf("%v (class %v) came back as %v, class %v", s, c, got, errclass.Of(got))
+				assert.Fail(t, fmt.Sprintf("%v (class %v) came back as %v, class %v", s, c, got, errclass.Of(got)))
 			}
 		}
 	}
 	for s := range want {
-		if c := errclass.Of(s); classCodes[c] == codes.Unknown {
-			t.Errorf("%v: its class %v is not carried", s, c)
-		}
+		c := errclass.Of(s)
+		assert.Truef(t, classCodes[c] != codes.Unknown, "%v: its class %v is not carried", s, c)
 	}
 }

@@ -3,6 +3,8 @@ package wire
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/env"
@@ -19,15 +21,10 @@ func TestStatusRoundTrip(t *testing.T) {
 		{Code: 137, OOMKilled: true},
 	} {
 		b, err := proto.Marshal(StatusToProto(st))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var back pb.ExitStatus
-		if err := proto.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		if got := StatusFromProto(&back); got != st {
-			t.Errorf("%+v came back as %+v", st, got)
-		}
+		require.NoError(t, proto.Unmarshal(b, &back))
+		got := StatusFromProto(&back)
+		assert.Truef(t, got == st, "%+v came back as %+v", st, got)
 	}
 }

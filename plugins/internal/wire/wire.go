@@ -18,6 +18,9 @@ import (
 // for as long as the old one is supported.
 const ProtocolVersion = 1
 
+// OwnerEnv carries Options.Owner to the plugin process (sdk.Owner).
+const OwnerEnv = "CORRAL_OWNER"
+
 // PluginName is the name of the one plugin in the set a backend serves.
 const PluginName = "backend"
 

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,30 @@ func Sleepers(marker string) []int {
 // arguments joined by spaces) contains s.
 func PIDsWith(s string) []int {
 	return scan(func(cmdline string) bool { return strings.Contains(strings.ReplaceAll(cmdline, "\x00", " "), s) })
+}
+
+// PIDsWithWord returns the PIDs of live processes whose command line has
+// word as a whole word, splitting at NULs and at the blanks and semicolons
+// of a shell command: a marker anywhere in a command (`: MARKER`, `sleep
+// MARKER`), whichever shell or sandbox runs it on this machine.
+func PIDsWithWord(word string) []int {
+	return scan(func(cmdline string) bool {
+		words := strings.FieldsFunc(cmdline, func(r rune) bool {
+			return r == 0 || r == ' ' || r == ';' || r == '\n' || r == '\t'
+		})
+		return slices.Contains(words, word)
+	})
+}
+
+// KillWith SIGKILLs every live process whose command line has one of
+// markers as a word (see PIDsWithWord): the leftovers of a failed test,
+// and only its own.
+func KillWith(markers ...string) {
+	for _, m := range markers {
+		for _, pid := range PIDsWithWord(m) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // scan returns the PIDs whose raw command line (NUL-separated) matches.
