@@ -1,8 +1,7 @@
 package acpterm
 
 import (
-	"unicode/utf8"
-
+	"github.com/corralhq/corral/internal/utf8cut"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -25,43 +24,17 @@ func tailOutput(res registry.PollResult, since int64, limit int, final bool) ([]
 		truncated = true
 	}
 	if !final {
-		out = out[:len(out)-incompleteSuffix(out)]
+		out = out[:len(out)-utf8cut.IncompleteSuffix(out)]
 	}
+	cut := 0
 	if limit >= 0 && len(out) > limit {
-		out = out[len(out)-limit:]
+		cut = len(out) - limit
 		truncated = true
 	}
 	if truncated {
-		out = out[leadingContinuation(out):]
+		// What precedes the cut tells the rest of a character from
+		// bytes that are not UTF-8; before a gap or the cursor it is gone.
+		out = out[utf8cut.Start(out, cut):]
 	}
 	return out, truncated
-}
-
-// leadingContinuation counts the bytes at the start of b that continue a
-// character whose first byte was cut off (at most utf8.UTFMax-1 of them).
-func leadingContinuation(b []byte) int {
-	n := 0
-	for n < len(b) && n < utf8.UTFMax-1 && !utf8.RuneStart(b[n]) {
-		n++
-	}
-	return n
-}
-
-// incompleteSuffix counts the bytes at the end of b that begin a
-// character whose remaining bytes are missing.
-func incompleteSuffix(b []byte) int {
-	for n := 1; n <= utf8.UTFMax-1 && n <= len(b); n++ {
-		c := b[len(b)-n]
-		if !utf8.RuneStart(c) {
-			continue
-		}
-		if c < utf8.RuneSelf {
-			return 0 // ASCII: complete
-		}
-		if utf8.FullRune(b[len(b)-n:]) {
-			return 0
-		}
-		return n
-	}
-	return 0
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/corralhq/corral/internal/acptest"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/acptest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -206,6 +206,8 @@ func TestTailOutput(t *testing.T) {
 		{name: "running complete character kept", res: registry.PollResult{Output: []byte("ok" + euro)}, limit: -1, want: "ok" + euro},
 		{name: "four-byte character cut", res: registry.PollResult{Output: []byte("a😀b")}, limit: 3, final: true, want: "b", truncated: true},
 		{name: "invalid bytes are not held back", res: registry.PollResult{Output: []byte{'a', 0xff}}, limit: -1, want: "a\xff"},
+		{name: "a limit cut in bytes that are not UTF-8 keeps them", res: registry.PollResult{Output: []byte{'a', 0xff, 0x80, 0x80}}, limit: 2, final: true, want: "\x80\x80", truncated: true},
+		{name: "a limit cut inside a character skips its rest", res: registry.PollResult{Output: []byte("ab" + euro + "z")}, limit: 3, final: true, want: "z", truncated: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

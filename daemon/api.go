@@ -39,8 +39,8 @@ type StartRequest struct {
 	Session string `json:"session,omitempty"`
 
 	// Name, Replace, Ready, TTL and IdleTimeout are StartOptions'. TTL and
-	// IdleTimeout are Durations (3600 or "1h"). RunRequest's own
-	// IdleTimeout (Run's) takes the place of this one in a run.
+	// IdleTimeout are Durations (3600 or "1h"). In a RunRequest,
+	// IdleTimeout is Run's (RunOptions.IdleTimeout): see RunRequest.
 	Name        string                 `json:"name,omitempty"`
 	Replace     bool                   `json:"replace,omitempty"`
 	Ready       *registry.ReadyOptions `json:"ready,omitempty"`
@@ -99,17 +99,42 @@ func startRequest(opts registry.StartOptions) StartRequest {
 
 // RunRequest is the body of POST /v1/run: a foreground process whose
 // output streams back on the same response (SSE events "started",
-// "output" and one "end"). Durations are Go duration strings; empty means
+// "output" and one "end"). Durations are Durations; zero or absent means
 // none (Grace: the daemon's default).
+//
+// idle_timeout, StartRequest's field, is Run's idle timeout here
+// (RunOptions.IdleTimeout), as it always was on the wire. It has one field:
+// RunRequest once had an IdleTimeout of its own under the same JSON key,
+// which shadowed the embedded one.
 //
 // The connection is the process's lease: when the client goes away before
 // "end" (killed, its terminal closed), the daemon kills the tree.
 type RunRequest struct {
 	StartRequest
-	Timeout     Duration `json:"timeout,omitempty"`
-	IdleTimeout Duration `json:"idle_timeout,omitempty"`
-	YieldAfter  Duration `json:"yield_after,omitempty"`
-	Grace       Duration `json:"grace,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"`
+	YieldAfter Duration `json:"yield_after,omitempty"`
+	Grace      Duration `json:"grace,omitempty"`
+}
+
+// Options is the request as the registry takes it.
+func (req RunRequest) Options() registry.RunOptions {
+	opts := registry.RunOptions{StartOptions: req.StartRequest.Options(), Timeout: req.Timeout.D(),
+		IdleTimeout: req.IdleTimeout.D(), YieldAfter: req.YieldAfter.D(), Grace: req.Grace.D()}
+	opts.StartOptions.IdleTimeout = 0
+	return opts
+}
+
+// runRequest is opts on the wire. idle_timeout is Run's; a run that sets
+// only StartOptions.IdleTimeout, which in process kills the tree after as
+// long without output too, sends that one, rather than losing it as the
+// shadowed field did.
+func runRequest(opts registry.RunOptions) RunRequest {
+	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: Duration(opts.Timeout),
+		YieldAfter: Duration(opts.YieldAfter), Grace: Duration(opts.Grace)}
+	if opts.IdleTimeout > 0 {
+		req.IdleTimeout = Duration(opts.IdleTimeout)
+	}
+	return req
 }
 
 // RunEnd is the "end" event of POST /v1/run: the result, and the error
@@ -126,23 +151,64 @@ type SubmitRequest struct {
 	Line string `json:"line"`
 }
 
-// KillRequest is the body of POST /v1/processes/{id}/kill. Grace is a
-// Duration (5 or "5s"); zero or absent means the daemon's default.
+// KillRequest is the body of POST /v1/processes/{id}/kill: the
+// registry's KillOptions. Grace is a Duration (5 or "5s"); zero or absent
+// means the daemon's default. Force is SIGKILL now; Escalate (default
+// true) is SIGKILL after the grace, false never sends it.
 type KillRequest struct {
-	Signal env.Signal `json:"signal,omitempty"`
-	Grace  Duration   `json:"grace,omitempty"`
-	Force  bool       `json:"force,omitempty"`
-	// NoEscalate: signal and wait up to Grace, never SIGKILL.
+	Signal   env.Signal `json:"signal,omitempty"`
+	Grace    Duration   `json:"grace,omitempty"`
+	Force    bool       `json:"force,omitempty"`
+	Escalate *bool      `json:"escalate,omitempty"`
+	// NoEscalate is the old name of escalate=false, still read so that a
+	// client of an earlier release keeps working; never written.
 	NoEscalate bool `json:"no_escalate,omitempty"`
 }
 
-// KillAllRequest is the body of POST /v1/kill.
+// KillAllRequest is the body of POST /v1/kill: KillRequest's fields and
+// the labels that select the processes.
 type KillAllRequest struct {
-	Labels map[string]string `json:"labels,omitempty"`
-	Signal env.Signal        `json:"signal,omitempty"`
-	Grace  Duration          `json:"grace,omitempty"`
-	// NoEscalate: signal and wait up to Grace, never SIGKILL.
-	NoEscalate bool `json:"no_escalate,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Signal     env.Signal        `json:"signal,omitempty"`
+	Grace      Duration          `json:"grace,omitempty"`
+	Force      bool              `json:"force,omitempty"`
+	Escalate   *bool             `json:"escalate,omitempty"`
+	NoEscalate bool              `json:"no_escalate,omitempty"`
+}
+
+// Options is the request as the registry takes it. It translates only;
+// the registry's Kill checks the options.
+func (req KillRequest) Options() (registry.KillOptions, error) {
+	esc, err := escalate(req.Escalate, req.NoEscalate)
+	return registry.KillOptions{Signal: req.Signal, Grace: req.Grace.D(), Force: req.Force, Escalate: esc}, err
+}
+
+// Options is the request as the registry takes it.
+func (req KillAllRequest) Options() (registry.KillAllOptions, error) {
+	esc, err := escalate(req.Escalate, req.NoEscalate)
+	return registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: req.Grace.D(), Force: req.Force, Escalate: esc}, err
+}
+
+// escalate is a request's escalate, read from the old no_escalate when
+// that is all it gives. Both given and saying opposite things is refused.
+func escalate(esc *bool, noEscalate bool) (*bool, error) {
+	switch {
+	case !noEscalate:
+		return esc, nil
+	case esc != nil && *esc:
+		return nil, fmt.Errorf("%w: escalate=true and no_escalate=true contradict each other (no_escalate is the old name of escalate=false)", registry.ErrInvalidOptions)
+	}
+	return new(false), nil
+}
+
+// killRequest is opts on the wire.
+func killRequest(opts registry.KillOptions) KillRequest {
+	return KillRequest{Signal: opts.Signal, Grace: Duration(opts.Grace), Force: opts.Force, Escalate: opts.Escalate}
+}
+
+// killAllRequest is opts on the wire.
+func killAllRequest(opts registry.KillAllOptions) KillAllRequest {
+	return KillAllRequest{Labels: opts.Labels, Signal: opts.Signal, Grace: Duration(opts.Grace), Force: opts.Force, Escalate: opts.Escalate}
 }
 
 // StdinRequest is the body of POST /v1/processes/{id}/stdin: Data is

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -67,7 +69,8 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return nil
 }
 
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any) (*http.Response, error) {
+// send sends a request; edit, when given, changes it before it goes.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any, edit ...func(*http.Request)) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -86,6 +89,9 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, e := range edit {
+		e(req)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -187,6 +193,14 @@ func (c *Client) Get(ctx context.Context, id string) (registry.Info, error) {
 	return in, err
 }
 
+// Stats returns what a process's tree costs now and over the last ten
+// minutes, as the daemon's registry last sampled it.
+func (c *Client) Stats(ctx context.Context, id string) (registry.StatsReport, error) {
+	var rep registry.StatsReport
+	err := c.do(ctx, http.MethodGet, "/processes/"+url.PathEscape(id)+"/stats", nil, nil, &rep)
+	return rep, err
+}
+
 // Poll returns the state and the output since byte since.
 func (c *Client) Poll(ctx context.Context, id string, since int64) (registry.PollResult, error) {
 	var pr registry.PollResult
@@ -252,8 +266,8 @@ func (c *Client) FollowEvents(ctx context.Context, ready func(), onEvent func(re
 
 // stream reads an SSE response; on gets each event (comments as event "")
 // and says whether to go on.
-func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body any, on func(event string, data []byte) (bool, error)) error {
-	resp, err := c.send(ctx, method, path, q, body)
+func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body any, on func(event string, data []byte) (bool, error), edit ...func(*http.Request)) error {
+	resp, err := c.send(ctx, method, path, q, body, edit...)
 	if err != nil {
 		return err
 	}
@@ -360,32 +374,55 @@ func (c *Client) Ports(ctx context.Context, backend string) ([]registry.PortInfo
 
 // Kill kills a process tree.
 func (c *Client) Kill(ctx context.Context, id string, opts registry.KillOptions) (registry.KillResult, error) {
-	req := KillRequest{Signal: opts.Signal, Grace: Duration(opts.Grace), Force: opts.Force, NoEscalate: opts.NoEscalate}
-	resp, err := c.send(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/kill", nil, req)
+	resp, err := c.send(ctx, http.MethodPost, "/processes/"+url.PathEscape(id)+"/kill", nil, killRequest(opts))
 	if err != nil {
 		return registry.KillResult{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out struct {
-		registry.KillResult
+	return resultOrError[registry.KillResult](resp, "kill "+id)
+}
+
+// resultOrError reads an answer that carries a result even when it is an
+// error (a kill that was refused or left pending still says how far it
+// got): the result, and an *APIError for a status other than 2xx.
+func resultOrError[T any](resp *http.Response, what string) (T, error) {
+	var out T
+	var e struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
 	}
-	if json.Unmarshal(b, &out) != nil {
-		return registry.KillResult{}, fmt.Errorf("daemon: kill %s: bad answer %s: %q", id, resp.Status, b)
+	b, _ := io.ReadAll(resp.Body)
+	if json.Unmarshal(b, &out) != nil || json.Unmarshal(b, &e) != nil {
+		return out, fmt.Errorf("daemon: %s: bad answer %s: %.100q", what, resp.Status, b)
 	}
 	if resp.StatusCode/100 != 2 {
-		return out.KillResult, &APIError{Status: resp.StatusCode, Code: out.Code, Message: out.Error}
+		return out, &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Error}
 	}
-	return out.KillResult, nil
+	return out, nil
+}
+
+// KillPort kills the corral trees that listen on TCP port of backend (""
+// = the daemon's default) and reports the programs corral did not start
+// that hold it; see registry.Registry.KillPort.
+func (c *Client) KillPort(ctx context.Context, backend string, port int, opts registry.KillOptions) (registry.PortKillResult, error) {
+	var q url.Values
+	if backend != "" {
+		q = url.Values{"backend": {backend}}
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/ports/"+strconv.Itoa(port)+"/kill", q, killRequest(opts))
+	if err != nil {
+		return registry.PortKillResult{Port: port}, err
+	}
+	defer resp.Body.Close()
+	res, err := resultOrError[registry.PortKillResult](resp, "kill port "+strconv.Itoa(port))
+	res.Port = cmp.Or(res.Port, port)
+	return res, err
 }
 
 // KillAll kills every running process carrying all of opts.Labels.
 func (c *Client) KillAll(ctx context.Context, opts registry.KillAllOptions) ([]registry.KillResult, error) {
-	req := KillAllRequest{Labels: opts.Labels, Signal: opts.Signal, Grace: Duration(opts.Grace), NoEscalate: opts.NoEscalate}
 	var out []registry.KillResult
-	err := c.do(ctx, http.MethodPost, "/kill", nil, req, &out)
+	err := c.do(ctx, http.MethodPost, "/kill", nil, killAllRequest(opts), &out)
 	return out, err
 }
 
@@ -567,39 +604,51 @@ func (es *eventStream) Close() {
 
 // Run runs a foreground process in the daemon, streaming its output to
 // opts.Output while it runs. The connection is the process's lease: if
-// this client dies, the daemon kills the tree. Cancelling ctx kills the
-// tree with opts.Grace, as the registry does, and returns the result with
-// ctx's error.
+// this client dies, the daemon kills the tree. Cancelling ctx ends the
+// lease the same way, and Run returns the result with ctx's error once
+// the daemon has killed the tree (with opts.Grace, as the registry does).
 func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.RunResult, error) {
-	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: Duration(opts.Timeout),
-		IdleTimeout: Duration(opts.IdleTimeout), YieldAfter: Duration(opts.YieldAfter), Grace: Duration(opts.Grace)}
+	req := runRequest(opts)
 	// The stream outlives ctx: after a cancel it brings the result of the
-	// kill. It is cut only when the process never got an ID to kill by,
-	// and then the daemon kills whatever started as the lease ends.
+	// kill. It is cut when the daemon does not bring it in time, or when
+	// the request never reached it.
 	streamCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	var (
-		mu      sync.Mutex
-		id      string
-		kill    *registry.KillResult
-		killErr error
-		killed  = make(chan struct{})
+		mu         sync.Mutex
+		conn       net.Conn // the run's own connection, once there is one
+		leased     = make(chan struct{})
+		streamDone = make(chan struct{})
+		halfClosed bool // read after leased is closed
 	)
-	stop := context.AfterFunc(ctx, func() {
-		defer close(killed)
+	streamCtx = httptrace.WithClientTrace(streamCtx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
 		mu.Lock()
-		target := id
+		conn = ci.Conn
 		mu.Unlock()
-		if target == "" {
+	}})
+	// One kill path for a run whose caller goes: the daemon's, when the
+	// lease ends. A cancel ends it by closing the connection's write side,
+	// which the daemon reads as the client gone, while the read side stays
+	// open for the "end" that carries the kill's result. (The client used
+	// to send a kill of its own, beside the daemon's.)
+	stop := context.AfterFunc(ctx, func() {
+		defer close(leased)
+		mu.Lock()
+		cw, ok := conn.(interface{ CloseWrite() error })
+		mu.Unlock()
+		if !ok || cw.CloseWrite() != nil {
+			// No connection yet (the request never went, or is cut
+			// short now), or one that cannot half-close: closing it ends
+			// the lease just the same, without the result.
 			cut()
 			return
 		}
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Grace+runKillBound)
-		defer cancel()
-		res, err := c.Kill(kctx, target, registry.KillOptions{Grace: opts.Grace})
-		mu.Lock()
-		kill, killErr = &res, err
-		mu.Unlock()
+		halfClosed = true
+		bound := time.AfterFunc(opts.Grace+runKillBound, cut)
+		go func() {
+			<-streamDone
+			bound.Stop()
+		}()
 	})
 	out := opts.Output
 	var ch OutputChunk // its Data is reused
@@ -612,9 +661,6 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 			if err := json.Unmarshal(data, &in); err != nil {
 				return false, err
 			}
-			mu.Lock()
-			id = in.ID
-			mu.Unlock()
 			if opts.Started != nil {
 				opts.Started(in)
 			}
@@ -632,18 +678,23 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 			return false, json.Unmarshal(data, &end)
 		}
 		return true, nil
+	}, func(r *http.Request) {
+		// A half-closed connection must not go back to the pool.
+		r.Close = true
 	})
+	close(streamDone)
 	res := end.RunResult
 	if !stop() {
-		// ctx ended before the stream did: its kill ran.
-		<-killed
-		mu.Lock()
-		defer mu.Unlock()
-		if kill != nil {
-			res.Kill = kill
-		}
-		if killErr != nil {
-			return res, fmt.Errorf("daemon: run %s: %w (and the kill failed: %v)", res.ID, ctx.Err(), killErr)
+		// ctx ended before the stream did: the lease ended with it.
+		<-leased
+		switch {
+		case !gotEnd && halfClosed:
+			return res, fmt.Errorf("daemon: run: %w (the daemon did not report the kill of the tree within %s)", ctx.Err(), opts.Grace+runKillBound)
+		case !gotEnd:
+			return res, fmt.Errorf("daemon: run: %w", ctx.Err())
+		case res.Kill == nil || res.Kill.Unreachable || len(res.Kill.Survivors) > 0:
+			// The daemon's error says what went wrong with the kill.
+			return res, fmt.Errorf("daemon: run %s: %w (the daemon: %s)", res.ID, ctx.Err(), end.Error)
 		}
 		return res, fmt.Errorf("daemon: run %s: %w", res.ID, ctx.Err())
 	}
@@ -659,7 +710,8 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 	return res, nil
 }
 
-// runKillBound bounds a cancelled Run's kill beyond the grace.
+// runKillBound bounds the wait for a cancelled Run's result beyond the
+// grace: the daemon's kill takes the grace plus its own bound.
 const runKillBound = 20 * time.Second
 
 // Dashboard starts the daemon's dashboard on addr (empty: 127.0.0.1 and a

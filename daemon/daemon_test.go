@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/env"
@@ -36,9 +38,7 @@ func startDaemon(t *testing.T) (*Client, Paths) {
 func startDaemonWith(t *testing.T, edit func(*Config)) (*Client, Paths) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "corrald")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	paths := Paths{Socket: filepath.Join(dir, "run", "s.sock"), StateDir: filepath.Join(dir, "state")}
 	envDir := filepath.Join(dir, "env")
@@ -64,9 +64,9 @@ func startDaemonWith(t *testing.T, edit func(*Config)) (*Client, Paths) {
 	select {
 	case <-ready:
 	case err := <-done:
-		t.Fatalf("daemon: %v", err)
+		require.Failf(t, "daemon ended before it was ready", "%v", err)
 	case <-time.After(generous):
-		t.Fatal("daemon not ready")
+		require.Fail(t, "daemon not ready")
 	}
 	c := NewClient(paths.Socket)
 	t.Cleanup(func() {
@@ -75,9 +75,7 @@ func startDaemonWith(t *testing.T, edit func(*Config)) (*Client, Paths) {
 		c.KillAll(kctx, registry.KillAllOptions{Grace: 100 * time.Millisecond})
 		c.CloseIdle()
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
+		assert.NoError(t, <-done, "daemon")
 	})
 	return c, paths
 }
@@ -85,28 +83,23 @@ func startDaemonWith(t *testing.T, edit func(*Config)) (*Client, Paths) {
 func TestSocketPermissions(t *testing.T) {
 	_, paths := startDaemon(t)
 	fi, err := os.Stat(paths.Socket)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket mode %v %v", fi.Mode(), err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "socket mode")
 	di, err := os.Stat(filepath.Dir(paths.Socket))
-	if err != nil || di.Mode().Perm() != 0o700 {
-		t.Fatalf("socket dir mode %v %v", di.Mode(), err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), di.Mode().Perm(), "socket dir mode")
 }
 
 func TestSecondDaemonRefused(t *testing.T) {
 	_, paths := startDaemon(t)
 	err := Run(context.Background(), Config{Paths: paths, Open: func(context.Context, string) (env.Environment, error) { return nil, errors.New("unused") }})
-	if !errors.Is(err, ErrAlreadyRunning) {
-		t.Fatalf("second daemon: %v", err)
-	}
+	require.ErrorIs(t, err, ErrAlreadyRunning, "second daemon")
 }
 
 func TestNoDaemon(t *testing.T) {
 	c := NewClient(filepath.Join(t.TempDir(), "none.sock"))
-	if _, err := c.Status(context.Background()); !errors.Is(err, ErrNoDaemon) {
-		t.Fatalf("%v", err)
-	}
+	_, err := c.Status(context.Background())
+	require.ErrorIs(t, err, ErrNoDaemon)
 }
 
 func TestLifecycle(t *testing.T) {
@@ -115,13 +108,11 @@ func TestLifecycle(t *testing.T) {
 	defer cancel()
 
 	in, err := c.Start(ctx, registry.StartOptions{Command: "read line; echo got:$line; seq 1 3000; exit 5", Stdin: true, Labels: map[string]string{"t": "life"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	list, err := c.List(ctx, registry.ListOptions{Labels: map[string]string{"t": "life"}})
-	if err != nil || len(list) != 1 || list[0].ID != in.ID {
-		t.Fatalf("list %+v %v", list, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, in.ID, list[0].ID)
 	var out bytes.Buffer
 	followed := make(chan registry.Info, 1)
 	go func() {
@@ -132,36 +123,29 @@ func TestLifecycle(t *testing.T) {
 			out.Write(ch.Data)
 			return nil
 		})
-		if err != nil {
-			t.Errorf("follow: %v", err)
-		}
+		assert.NoError(t, err, "follow")
 		followed <- fin
 	}()
-	if err := c.Send(ctx, in.ID, []byte("hello\n"), true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Send(ctx, in.ID, []byte("hello\n"), true))
 	wr, err := c.Wait(ctx, in.ID, 0)
-	if err != nil || wr.State != registry.StateExited || wr.Status.Code != 5 {
-		t.Fatalf("wait %+v %v", wr, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, registry.StateExited, wr.State)
+	require.NotNil(t, wr.Status)
+	require.Equal(t, 5, wr.Status.Code)
 	fin := <-followed
 	var want strings.Builder
 	want.WriteString("got:hello\n")
 	for i := 1; i <= 3000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	if out.String() != want.String() || fin.State != registry.StateExited {
-		t.Fatalf("followed %d bytes (want %d), final %s", out.Len(), want.Len(), fin.State)
-	}
-	if _, err := c.RemoveID(ctx, in.ID, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Get(ctx, in.ID); !errors.Is(err, registry.ErrNotFound) {
-		t.Fatalf("after rm: %v", err)
-	}
-	if _, err := c.Get(ctx, "zz"); !errors.Is(err, registry.ErrInvalidID) {
-		t.Fatalf("bad id: %v", err)
-	}
+	require.True(t, out.String() == want.String(), "followed %d bytes (want %d)", out.Len(), want.Len())
+	require.Equal(t, registry.StateExited, fin.State, "the follow's final Info")
+	_, err = c.RemoveID(ctx, in.ID, false)
+	require.NoError(t, err)
+	_, err = c.Get(ctx, in.ID)
+	require.ErrorIs(t, err, registry.ErrNotFound, "after rm")
+	_, err = c.Get(ctx, "zz")
+	require.ErrorIs(t, err, registry.ErrInvalidID, "bad id")
 }
 
 func TestWaitTimeout(t *testing.T) {
@@ -169,13 +153,10 @@ func TestWaitTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	in, err := c.Start(ctx, registry.StartOptions{Command: "sleep 6123.7"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wr, err := c.Wait(ctx, in.ID, 50*time.Millisecond)
-	if !errors.Is(err, registry.ErrWaitTimeout) || wr.State != registry.StateRunning {
-		t.Fatalf("%+v %v", wr, err)
-	}
+	require.ErrorIs(t, err, registry.ErrWaitTimeout)
+	require.Equal(t, registry.StateRunning, wr.State)
 }
 
 // TestConcurrentKills: two clients kill one process at once; exactly one
@@ -188,28 +169,20 @@ func TestConcurrentKills(t *testing.T) {
 	defer cancel()
 	for range 5 {
 		in, err := c.Start(ctx, registry.StartOptions{Command: "sleep 6124.1"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var wg sync.WaitGroup
 		res := make([]registry.KillResult, 2)
 		for i, cl := range []*Client{c, c2} {
 			wg.Go(func() {
 				r, err := cl.Kill(ctx, in.ID, registry.KillOptions{Grace: 2 * time.Second})
-				if err != nil {
-					t.Errorf("kill: %v", err)
-				}
+				assert.NoError(t, err, "kill")
 				res[i] = r
 			})
 		}
 		wg.Wait()
-		if res[0].AlreadyExited == res[1].AlreadyExited {
-			t.Fatalf("both kills report already_exited=%v", res[0].AlreadyExited)
-		}
+		require.NotEqual(t, res[0].AlreadyExited, res[1].AlreadyExited, "both kills report already_exited=%v", res[0].AlreadyExited)
 		for _, r := range res {
-			if r.State != registry.StateKilled {
-				t.Fatalf("state %s", r.State)
-			}
+			require.Equal(t, registry.StateKilled, r.State)
 		}
 	}
 }
@@ -231,21 +204,18 @@ func TestEventsFollow(t *testing.T) {
 	}, func(ev registry.Event) error { got <- ev; return nil })
 	<-ready
 	in, err := c.Start(ctx, registry.StartOptions{Command: "true"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		select {
 		case ev := <-got:
 			if ev.Type == registry.EventExited && ev.ID == in.ID {
 				hist, err := c.History(ctx)
-				if err != nil || len(hist) == 0 {
-					t.Fatalf("history %v %v", hist, err)
-				}
+				require.NoError(t, err)
+				require.NotEmpty(t, hist, "history")
 				return
 			}
 		case <-ctx.Done():
-			t.Fatal("no exited event")
+			require.Fail(t, "no exited event")
 		}
 	}
 }

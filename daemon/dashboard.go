@@ -93,7 +93,7 @@ func (d *dashboardHost) start(addr string) (DashboardInfo, error) {
 	if err != nil {
 		return DashboardInfo{}, fmt.Errorf("daemon: dashboard: listen on %s: %w", addr, err)
 	}
-	srv, err := dashboard.New(dashboard.Config{Registry: d.reg, Token: d.token, KillGrace: d.grace, Logger: d.log})
+	srv, err := dashboard.New(dashboard.Config{Service: d.reg, Live: d.reg, Token: d.token, KillGrace: d.grace, Logger: d.log})
 	if err != nil {
 		ln.Close()
 		return DashboardInfo{}, err

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/errclass"
 	"github.com/corralhq/corral/registry"
@@ -59,39 +62,34 @@ func TestEveryClassCrossesHTTP(t *testing.T) {
 		errclass.Unavailable: {h: internal},
 	}
 	for _, c := range errclass.Classes() {
-		if _, ok := httpErrors[c]; !ok {
-			t.Errorf("class %v: no HTTP status and code in httpErrors", c)
+		_, ok := httpErrors[c]
+		if !assert.True(t, ok, "class %v: no HTTP status and code in httpErrors", c) {
 			continue
 		}
 		w, ok := want[c]
-		if !ok {
-			t.Errorf("class %v: this test does not say how it must travel", c)
+		if !assert.True(t, ok, "class %v: this test does not say how it must travel", c) {
 			continue
 		}
 		sentinel := errclass.New(c, "test sentinel")
 		got, status := answer(fmt.Errorf("registry: op: %w", sentinel))
-		if status != w.h.status || got.Status != w.h.status || got.Code != w.h.code {
-			t.Errorf("class %v answered %d %q, want %d %q", c, got.Status, got.Code, w.h.status, w.h.code)
-		}
+		assert.Equal(t, w.h.status, status, "class %v: the status", c)
+		assert.Equal(t, w.h.status, got.Status, "class %v: the status the client read", c)
+		assert.Equal(t, w.h.code, got.Code, "class %v: the code", c)
 		back := errclass.Of(got)
 		switch {
 		case w.h == internal:
-			if back != errclass.Unknown {
-				t.Errorf("class %v, an internal error, came back as %v", c, back)
-			}
+			assert.Equal(t, errclass.Unknown, back, "class %v, an internal error, came back as a class", c)
 		case w.folded != errclass.Unknown:
-			if back != w.folded || errors.Is(got, sentinel) {
-				t.Errorf("class %v came back as %v, want %v", c, back, w.folded)
-			}
+			assert.Equal(t, w.folded, back, "class %v: folded", c)
+			assert.NotErrorIs(t, got, sentinel, "class %v: folded, it no longer matches its own sentinel", c)
 		default:
-			if back != c || !errors.Is(got, sentinel) {
-				t.Errorf("class %v came back as %v (errors.Is %v)", c, back, errors.Is(got, sentinel))
-			}
+			assert.Equal(t, c, back, "class %v came back as another", c)
+			assert.ErrorIs(t, got, sentinel, "class %v", c)
 		}
 	}
-	if got, _ := answer(errors.New("boom")); got.Code != CodeInternal || errclass.Of(got) != errclass.Unknown {
-		t.Errorf("a plain error answered %q, class %v", got.Code, errclass.Of(got))
-	}
+	got, _ := answer(errors.New("boom"))
+	assert.Equal(t, CodeInternal, got.Code, "a plain error")
+	assert.Equal(t, errclass.Unknown, errclass.Of(got), "a plain error")
 }
 
 // TestSentinelsCrossHTTP: the client's error matches the very sentinel the
@@ -124,13 +122,9 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, _ := answer(fmt.Errorf("op: %w", tc.err))
-		if got.Message != "op: "+tc.err.Error() {
-			t.Errorf("%v: message %q", tc.err, got.Message)
-		}
+		assert.Equal(t, "op: "+tc.err.Error(), got.Message, "%v: the message", tc.err)
 		for _, s := range all {
-			if errors.Is(got, s) != (s == tc.want) {
-				t.Errorf("%v answered %q: errors.Is(_, %v) = %v", tc.err, got.Code, s, errors.Is(got, s))
-			}
+			assert.Equal(t, s == tc.want, errors.Is(got, s), "%v answered %q: errors.Is(_, %v)", tc.err, got.Code, s)
 		}
 	}
 }
@@ -142,13 +136,7 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 func TestFailedStartKeepsItsClass(t *testing.T) {
 	c, _ := startDaemon(t)
 	in, err := c.Start(t.Context(), registry.StartOptions{Command: "true", Dir: "/nonexistent-corral-dir"})
-	if err == nil {
-		t.Fatal("start in a missing directory succeeded")
-	}
-	if !errors.Is(err, registry.ErrInvalidOptions) {
-		t.Errorf("error %v (%T) does not match ErrInvalidOptions", err, err)
-	}
-	if in.State != registry.StateFailed {
-		t.Errorf("state %q, want failed", in.State)
-	}
+	require.Error(t, err, "start in a missing directory succeeded")
+	assert.ErrorIs(t, err, registry.ErrInvalidOptions, "(%T)", err)
+	assert.Equal(t, registry.StateFailed, in.State)
 }

@@ -35,7 +35,7 @@ func followEvents(t *testing.T, ctx context.Context, c *Client) <-chan registry.
 	select {
 	case <-ready:
 	case <-ctx.Done():
-		t.Fatal("event stream not ready")
+		require.Fail(t, "event stream not ready")
 	}
 	return got
 }
@@ -64,7 +64,7 @@ func TestNotifiedExitsOverSSE(t *testing.T) {
 				got[ev.ID] = ev
 			}
 		case <-ctx.Done():
-			t.Fatalf("%d of %d notified exits arrived", len(got), jobs)
+			require.Failf(t, "exits missing", "%d of %d notified exits arrived", len(got), jobs)
 		}
 	}
 	for id, i := range want {

@@ -56,8 +56,8 @@ func TestDurationsOnTheWire(t *testing.T) {
 		require.Equal(t, http.StatusCreated, status, "ttl %s: %s", ttl, b)
 		var in registry.Info
 		require.NoError(t, json.Unmarshal(b, &in))
-		assert.Equal(t, time.Hour, in.TTL, "ttl %s", ttl)
-		assert.Equal(t, 30*time.Minute, in.IdleTimeout, "ttl %s", ttl)
+		assert.Equal(t, time.Hour, in.TTL.D(), "ttl %s", ttl)
+		assert.Equal(t, 30*time.Minute, in.IdleTimeout.D(), "ttl %s", ttl)
 		assert.Equal(t, registry.StateRunning, in.State, "ttl %s", ttl)
 		assert.WithinDuration(t, in.StartedAt.Add(time.Hour), in.ExpiresAt, time.Second)
 	}

@@ -66,9 +66,10 @@ const recoverTimeout = 2 * time.Minute
 // keep running in their sandboxes (env/local's Close keeps them; other
 // backends' environments are not closed at all, so that a docker-image
 // sandbox is not removed) and the next daemon re-attaches them from the
-// state file. Only processes that could never be re-attached (local PTY
-// processes) end with the daemon. A shutdown with kill-all kills every
-// tree first and then closes every environment, sandboxes included.
+// state file. Only processes their backend could not detach (see
+// env.Capabilities' Reattach and ReattachPTY) end with the daemon. A
+// shutdown with kill-all kills every tree first and then closes every
+// environment, sandboxes included.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Open == nil {
 		return errors.New("daemon: Config.Open is required")
@@ -238,7 +239,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // releasingEnv closes its environment only when a shutdown killed every
 // process, or for the local backend (whose Close keeps detached processes
-// and only ends the PTY processes that could never be re-attached): a
+// and only ends those it could not detach): a
 // graceful stop must not remove a docker-image sandbox with its
 // processes. The daemon process exits right after, which drops the
 // connections the skipped Close would have released.
@@ -277,6 +278,17 @@ func (e *releasingEnv) TreeListeners(ctx context.Context, procs []env.Process) (
 		return tl.TreeListeners(ctx, procs)
 	}
 	return nil, fmt.Errorf("daemon: %s lists ports process by process: %w", e.Name(), env.ErrUnsupported)
+}
+
+// TreeStats passes the registry's measure of its trees (env.TreeStatter)
+// on, which embedding alone would hide: without it the daemon would sample
+// no process's cost. An environment without it is reported unsupported,
+// and the registry stops asking.
+func (e *releasingEnv) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeStats, error) {
+	if ts, ok := e.Environment.(env.TreeStatter); ok {
+		return ts.TreeStats(ctx, procs)
+	}
+	return nil, fmt.Errorf("daemon: %s cannot measure its processes: %w", e.Name(), env.ErrUnsupported)
 }
 
 func (e *releasingEnv) Health(ctx context.Context) env.Health {

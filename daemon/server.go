@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -100,6 +99,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/processes", s.handleList)
 	mux.HandleFunc("POST "+v+"/processes", s.handleStart)
 	mux.HandleFunc("GET "+v+"/processes/{id}", s.handleGet)
+	mux.HandleFunc("GET "+v+"/processes/{id}/stats", s.handleStats)
 	mux.HandleFunc("DELETE "+v+"/processes/{id}", s.handleRemove)
 	mux.HandleFunc("GET "+v+"/processes/{id}/output", s.handleOutput)
 	mux.HandleFunc("POST "+v+"/processes/{id}/wait", s.handleWait)
@@ -114,6 +114,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/run", s.handleRun)
 	mux.HandleFunc("POST "+v+"/kill", s.handleKillAll)
 	mux.HandleFunc("GET "+v+"/ports", s.handlePorts)
+	mux.HandleFunc("POST "+v+"/ports/{port}/kill", s.handleKillPort)
 	mux.HandleFunc("GET "+v+"/events", s.handleEvents)
 	mux.HandleFunc("POST "+v+"/shutdown", s.handleShutdown)
 	mux.HandleFunc("POST "+v+"/dashboard", s.handleDashboard)
@@ -239,7 +240,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.States = append(opts.States, registry.State(st))
 	}
-	labels, err := parseLabels(q["label"])
+	labels, err := registry.ParseLabels(q["label"])
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -251,22 +252,6 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, list)
-}
-
-// parseLabels parses "k=v" selectors.
-func parseLabels(kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	m := make(map[string]string, len(kvs))
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%w: label %q: use KEY=VALUE", registry.ErrInvalidOptions, kv)
-		}
-		m[k] = v
-	}
-	return m, nil
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
@@ -304,6 +289,17 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, in)
+}
+
+// handleStats answers what a process's tree costs, from the registry's
+// samples: it never waits for a backend.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.reg.Stats(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // boolParam reads an optional boolean query parameter ("1", "true", …).
@@ -415,17 +411,31 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+// decodeKill reads a KillRequest body into the registry's options; on
+// false the answer is written.
+func (s *Server) decodeKill(w http.ResponseWriter, r *http.Request) (registry.KillOptions, bool) {
 	var req KillRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.fail(w, err)
+		return registry.KillOptions{}, false
+	}
+	opts, err := req.Options()
+	if err != nil {
+		s.fail(w, err)
+		return registry.KillOptions{}, false
+	}
+	return opts, true
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	opts, ok := s.decodeKill(w, r)
+	if !ok {
 		return
 	}
-	grace := req.Grace.D()
 	// A kill runs to its end even if the client goes away: half a kill
 	// (TERM sent, no escalation) would leave the tree behind.
 	ctx := context.WithoutCancel(r.Context())
-	res, err := s.reg.Kill(ctx, r.PathValue("id"), registry.KillOptions{Signal: req.Signal, Grace: grace, Force: req.Force, NoEscalate: req.NoEscalate})
+	res, err := s.reg.Kill(ctx, r.PathValue("id"), opts)
 	if err != nil && res.ID == "" {
 		s.fail(w, err)
 		return
@@ -447,8 +457,12 @@ func (s *Server) handleKillAll(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	grace := req.Grace.D()
-	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), registry.KillAllOptions{Labels: req.Labels, Signal: req.Signal, Grace: grace, NoEscalate: req.NoEscalate})
+	opts, err := req.Options()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.reg.KillAll(context.WithoutCancel(r.Context()), opts)
 	if err != nil && res == nil {
 		s.fail(w, err)
 		return
@@ -471,6 +485,36 @@ func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
 		ports = []registry.PortInfo{}
 	}
 	writeJSON(w, http.StatusOK, ports)
+}
+
+// handleKillPort answers POST /v1/ports/{port}/kill?backend=B (body
+// KillRequest) with a registry.PortKillResult: the registry finds the
+// corral trees on the port and kills them.
+func (s *Server) handleKillPort(w http.ResponseWriter, r *http.Request) {
+	opts, ok := s.decodeKill(w, r)
+	if !ok {
+		return
+	}
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil {
+		s.fail(w, fmt.Errorf("%w: port %q: give a TCP port number", registry.ErrInvalidOptions, clip(r.PathValue("port"), 20)))
+		return
+	}
+	// As a kill by ID, it runs to its end even if the client goes away.
+	res, err := s.reg.KillPort(context.WithoutCancel(r.Context()), r.URL.Query().Get("backend"), port, opts)
+	switch {
+	case err != nil && len(res.Killed) == 0:
+		s.fail(w, err)
+	case err != nil:
+		status, code := errorCode(err)
+		writeJSON(w, status, struct {
+			registry.PortKillResult
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}{res, err.Error(), code})
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
 }
 
 func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) {
@@ -656,8 +700,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// The server notices a client that hangs up only once the body has
 	// been read to its end: the lease depends on it.
 	_, _ = io.Copy(io.Discard, r.Body)
-	opts := registry.RunOptions{StartOptions: req.Options(), Timeout: req.Timeout.D(), IdleTimeout: req.IdleTimeout.D(),
-		YieldAfter: req.YieldAfter.D(), Grace: req.Grace.D()}
+	opts := req.Options()
 	sse, ok := s.startSSE(w)
 	if !ok {
 		return

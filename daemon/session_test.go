@@ -20,7 +20,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -47,7 +47,7 @@ func rawSession(t *testing.T, socket string) (string, net.Conn) {
 			return info.ID, conn
 		}
 	}
-	t.Fatal("no session event")
+	require.Fail(t, "no session event")
 	return "", nil
 }
 
@@ -120,9 +120,9 @@ func runDaemonAt(t *testing.T, dir string, reclaim time.Duration) (c *Client, pa
 	select {
 	case <-ready:
 	case err := <-done:
-		t.Fatalf("daemon: %v", err)
+		require.Failf(t, "daemon ended before it was ready", "%v", err)
 	case <-time.After(generous):
-		t.Fatal("daemon not ready")
+		require.Fail(t, "daemon not ready")
 	}
 	c = NewClient(paths.Socket)
 	stopped := false
@@ -133,9 +133,7 @@ func runDaemonAt(t *testing.T, dir string, reclaim time.Duration) (c *Client, pa
 		stopped = true
 		c.CloseIdle()
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
+		assert.NoError(t, <-done, "daemon")
 	}
 	t.Cleanup(stop)
 	return c, paths, stop
@@ -196,6 +194,8 @@ func TestSessionLeaseSurvivesADaemonRestart(t *testing.T) {
 	in, err := c2.Get(ctx, member.ID)
 	require.NoError(t, err)
 	assert.Equal(t, registry.StateRunning, in.State, "the reclaimed session's process")
+	// The later start's shell may not have run its sleep yet.
+	proctest.WaitRunning(t, kept, 2)
 	require.Len(t, proctest.Sleepers(kept), 2)
 
 	// The lease held again is the lease: dropping it now kills.

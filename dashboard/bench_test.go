@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/registry"
 )
 
@@ -18,9 +20,7 @@ func BenchmarkUpdateLatency(b *testing.B) {
 	var clients []*client
 	for range 2 {
 		c, _, err := f.dial(http.Header{"Authorization": {"Bearer " + testToken}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		c.next(ofType("sessions"))
 		clients = append(clients, c)
 	}
@@ -28,27 +28,22 @@ func BenchmarkUpdateLatency(b *testing.B) {
 	var n int
 	for b.Loop() {
 		in, err := f.reg.Start(ctxT(b), registry.StartOptions{Command: "sleep 30"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		changed := time.Now()
 		for _, c := range clients {
 			c.next(sessionState(in.ID, "running"))
 			total += time.Since(changed)
 			n++
 		}
-		if _, err := f.reg.Kill(ctxT(b), in.ID, registry.KillOptions{Force: true}); err != nil {
-			b.Fatal(err)
-		}
+		_, err = f.reg.Kill(ctxT(b), in.ID, registry.KillOptions{Force: true})
+		require.NoError(b, err)
 		changed = time.Now()
 		for _, c := range clients {
 			c.next(sessionState(in.ID, "killed"))
 			total += time.Since(changed)
 			n++
 		}
-		if err := f.reg.Remove(ctxT(b), in.ID); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, f.reg.Remove(ctxT(b), in.ID))
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(n)/1000, "update-ms")
 }

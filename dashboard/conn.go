@@ -208,10 +208,10 @@ func (c *conn) handle(m clientMsg) {
 }
 
 // kill ends the tree: TERM, grace, KILL (or KILL at once when force),
-// verified, through the registry's kill, which checks each process's
+// verified, through the Service's kill, which checks each process's
 // identity (PID and start time) before it signals it.
 func (c *conn) kill(ctx context.Context, id string, force bool) resultMsg {
-	res, err := c.s.cfg.Registry.Kill(ctx, id, registry.KillOptions{Force: force, Grace: c.s.cfg.KillGrace})
+	res, err := c.s.cfg.Service.Kill(ctx, id, registry.KillOptions{Force: force, Grace: c.s.cfg.KillGrace})
 	forced := res.Signal == env.SIGKILL || res.Escalated
 	out := resultMsg{Forced: &forced}
 	switch {
@@ -251,14 +251,14 @@ func (c *conn) sendStdin(ctx context.Context, m clientMsg) resultMsg {
 	if strings.ContainsAny(m.Line, "\r\n") {
 		return resultMsg{Message: "send one line at a time: the line must not contain a newline"}
 	}
-	if err := c.s.cfg.Registry.Submit(ctx, m.SessionID, m.Line); err != nil {
+	if err := c.s.cfg.Service.Submit(ctx, m.SessionID, m.Line); err != nil {
 		return resultMsg{Message: err.Error()}
 	}
 	return resultMsg{Success: true, Message: fmt.Sprintf("sent %d bytes and Enter", len(m.Line))}
 }
 
 func (c *conn) remove(ctx context.Context, m clientMsg) resultMsg {
-	if err := c.s.cfg.Registry.Remove(ctx, m.SessionID); err != nil {
+	if err := c.s.cfg.Service.Remove(ctx, m.SessionID); err != nil {
 		return resultMsg{Message: err.Error()}
 	}
 	return resultMsg{Success: true, Message: "removed " + m.SessionID}
@@ -274,7 +274,7 @@ func (c *conn) subscribe(id string, offset int64) {
 	c.subMu.Unlock()
 	c.wg.Go(func() {
 		defer cancel()
-		pr, err := c.s.cfg.Registry.Follow(ctx, id, max(offset, 0), func(pr registry.PollResult) bool {
+		pr, err := c.s.cfg.Live.Follow(ctx, id, max(offset, 0), func(pr registry.PollResult) bool {
 			c.send(outputMsg{Type: "output", SessionID: id, Offset: pr.Next - int64(len(pr.Output)),
 				Data: pr.Output, Omitted: pr.OmittedBytes, OmittedAt: pr.OmittedAt})
 			return ctx.Err() == nil
@@ -284,7 +284,7 @@ func (c *conn) subscribe(id string, offset int64) {
 		case err != nil:
 			c.send(errorMsg{Type: "error", SessionID: id, Message: err.Error()})
 		case pr.State.Final():
-			c.send(outputEndMsg{Type: "output_end", SessionID: id, Session: sessionOf(pr.Info)})
+			c.send(outputEndMsg{Type: "output_end", SessionID: id, Session: c.s.hub.session(pr.Info, time.Now())})
 		}
 	})
 }

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +23,8 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/shellquote"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -39,6 +44,13 @@ type fixture struct {
 // newFixture serves a dashboard over a registry on the real local backend.
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
+	return newFixtureWith(t, func(reg *registry.Registry) registry.Service { return reg })
+}
+
+// newFixtureWith serves a dashboard whose Service is service(the
+// registry).
+func newFixtureWith(t testing.TB, service func(*registry.Registry) registry.Service) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	reg, err := registry.New(registry.Config{
 		Open: func(ctx context.Context, target string) (env.Environment, error) {
@@ -48,7 +60,7 @@ func newFixture(t testing.TB) *fixture {
 		Logger:       slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	d, err := New(Config{Registry: reg, Token: testToken, Logger: slog.New(slog.DiscardHandler)})
+	d, err := New(Config{Service: service(reg), Live: reg, Token: testToken, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(func() {
@@ -79,6 +91,7 @@ func (f *fixture) dial(header http.Header) (*client, *http.Response, error) {
 	if err != nil {
 		return nil, resp, err
 	}
+	ws.SetReadLimit(-1) // a browser reads a list of any length
 	c := &client{t: f.t, ws: ws, msgs: make(chan map[string]any, 4096), done: make(chan error, 1)}
 	go func() {
 		for {
@@ -118,13 +131,13 @@ func (c *client) next(match func(map[string]any) bool) map[string]any {
 		select {
 		case m, ok := <-c.msgs:
 			if !ok {
-				c.t.Fatalf("connection ended: %v", <-c.done)
+				require.FailNow(c.t, "connection ended", "%v", <-c.done)
 			}
 			if match(m) {
 				return m
 			}
 		case <-timeout:
-			c.t.Fatal("no matching message")
+			require.FailNow(c.t, "no matching message")
 		}
 	}
 }
@@ -167,7 +180,7 @@ func sessionState(id, state string) func(map[string]any) bool {
 }
 
 // The process table is searched for exactly the processes a test started
-// (internal/proctest).
+// (internal/testing/proctest).
 var (
 	marker   = proctest.Marker
 	sleepers = proctest.Sleepers
@@ -255,7 +268,7 @@ func TestMessageOverTheLimitClosesTheConnection(t *testing.T) {
 	case err := <-c.done:
 		assert.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err), "closed with %v", err)
 	case <-time.After(generous):
-		t.Fatal("the connection stayed open")
+		require.FailNow(t, "the connection stayed open")
 	}
 }
 
@@ -340,4 +353,160 @@ func TestKillStdinRemove(t *testing.T) {
 	got = c.collect("remove_result", "session_removed")
 	assert.Equal(t, true, got["remove_result"]["success"])
 	assert.Equal(t, in.ID, got["session_removed"]["sessionId"])
+}
+
+// refusing is a Service with a policy of its own: it refuses every
+// remove, and counts the lists it answers.
+type refusing struct {
+	registry.Service
+	lists atomic.Int32
+}
+
+func (r *refusing) Remove(context.Context, string) error {
+	return fmt.Errorf("%w: refused by the policy layer", registry.ErrInvalidOptions)
+}
+
+func (r *refusing) List(ctx context.Context, opts registry.ListOptions) ([]registry.Info, error) {
+	r.lists.Add(1)
+	return r.Service.List(ctx, opts)
+}
+
+// TestActionsGoThroughService: the dashboard lists and acts through the
+// Service it is given, like every front end, not around it.
+func TestActionsGoThroughService(t *testing.T) {
+	svc := &refusing{}
+	f := newFixtureWith(t, func(reg *registry.Registry) registry.Service { svc.Service = reg; return svc })
+	c := f.connect()
+	assert.Positive(t, svc.lists.Load(), "the list came from the Service")
+	in, err := f.reg.Start(ctxT(t), registry.StartOptions{Command: "true"})
+	require.NoError(t, err)
+	c.next(sessionState(in.ID, "exited"))
+	c.write(map[string]any{"type": "remove", "sessionId": in.ID})
+	res := c.next(ofType("remove_result"))
+	assert.Equal(t, false, res["success"])
+	assert.Contains(t, res["message"], "refused by the policy layer")
+}
+
+// column returns the text in column key of a session message's row.
+func column(t testing.TB, columns []any, m map[string]any, key string) string {
+	t.Helper()
+	s, _ := m["session"].(map[string]any)
+	row, _ := s["row"].([]any)
+	for i, c := range columns {
+		if c.(map[string]any)["key"] == key && i < len(row) {
+			return row[i].(string)
+		}
+	}
+	require.FailNow(t, "no such column", "%q in %v of %v", key, columns, m)
+	return ""
+}
+
+// TestRowsAsPSShowsThem: the page gets the columns of corral ps and each
+// process's texts in them from the registry: its name, the state with
+// readiness, the time left, the ports its tree listens on (looked up by
+// the hub, as ps does) and the command as typed.
+func TestRowsAsPSShowsThem(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: it serves the port of this test")
+	}
+	f := newFixture(t)
+	c, _, err := f.dial(http.Header{"Authorization": {"Bearer " + testToken}})
+	require.NoError(t, err)
+	columns := c.next(ofType("sessions"))["columns"].([]any)
+	var keys []string
+	for _, col := range columns {
+		keys = append(keys, col.(map[string]any)["key"].(string))
+	}
+	var want []string
+	for _, col := range registry.ListColumns() {
+		want = append(want, col.Key)
+	}
+	require.Equal(t, want, keys)
+
+	port := freePort(t)
+	in, err := f.reg.Start(ctxT(t), registry.StartOptions{
+		Command: shellquote.Join([]string{python, "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1"}),
+		Name:    "web", TTL: time.Hour, Ready: &registry.ReadyOptions{Port: port},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.reg.Kill(context.Background(), in.ID, registry.KillOptions{Force: true}) })
+	m := c.next(func(m map[string]any) bool {
+		return sessionState(in.ID, "running")(m) && column(t, columns, m, "ports") == strconv.Itoa(port) &&
+			column(t, columns, m, "state") == "running, ready"
+	})
+	assert.Equal(t, "web", column(t, columns, m, "name"))
+	assert.Equal(t, python+" -m http.server "+strconv.Itoa(port)+" --bind 127.0.0.1", column(t, columns, m, "command"))
+	assert.Regexp(t, `^59m\d+s$`, column(t, columns, m, "left"))
+	assert.Equal(t, in.ID, column(t, columns, m, "id"))
+}
+
+// TestRowsCountWithTheClock: AGE changes with no change of state, and
+// the page is told.
+func TestRowsCountWithTheClock(t *testing.T) {
+	f := newFixture(t)
+	c, _, err := f.dial(http.Header{"Authorization": {"Bearer " + testToken}})
+	require.NoError(t, err)
+	columns := c.next(ofType("sessions"))["columns"].([]any)
+	in, err := f.reg.Start(ctxT(t), registry.StartOptions{Command: "sleep 30"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.reg.Kill(context.Background(), in.ID, registry.KillOptions{Force: true}) })
+	first := column(t, columns, c.next(sessionState(in.ID, "running")), "age")
+	c.next(func(m map[string]any) bool {
+		age := column(t, columns, m, "age")
+		return sessionState(in.ID, "running")(m) && age != first && strings.HasSuffix(age, "s")
+	})
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// hangingPorts is a Service whose look-ups of ports never answer, as
+// from a backend that hangs.
+type hangingPorts struct {
+	registry.Service
+	looks atomic.Int32
+}
+
+func (h *hangingPorts) List(ctx context.Context, opts registry.ListOptions) ([]registry.Info, error) {
+	if opts.Ports {
+		h.looks.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.Service.List(ctx, opts)
+}
+
+// TestHangingPortsHoldNothingBack: while a look-up of ports hangs, changes
+// still reach the page at once and the clock's texts still count.
+func TestHangingPortsHoldNothingBack(t *testing.T) {
+	svc := &hangingPorts{}
+	f := newFixtureWith(t, func(reg *registry.Registry) registry.Service { svc.Service = reg; return svc })
+	c, _, err := f.dial(http.Header{"Authorization": {"Bearer " + testToken}})
+	require.NoError(t, err)
+	columns := c.next(ofType("sessions"))["columns"].([]any)
+	require.Eventually(t, func() bool { return svc.looks.Load() > 0 }, generous, 10*time.Millisecond)
+
+	in, err := f.reg.Start(ctxT(t), registry.StartOptions{Command: "sleep 30"})
+	require.NoError(t, err)
+	started := time.Now()
+	m := c.next(sessionState(in.ID, "running"))
+	assert.Less(t, time.Since(started), portsWait/2, "a change waited for the look at ports")
+	assert.Equal(t, "-", column(t, columns, m, "ports"))
+	c.next(func(m map[string]any) bool {
+		secs, err := strconv.Atoi(strings.TrimSuffix(column(t, columns, m, "age"), "s"))
+		return sessionState(in.ID, "running")(m) && err == nil && secs >= 2
+	})
+	assert.Equal(t, int32(1), svc.looks.Load(), "one look at a time")
+
+	_, err = f.reg.Kill(ctxT(t), in.ID, registry.KillOptions{Force: true})
+	require.NoError(t, err)
+	killed := time.Now()
+	c.next(sessionState(in.ID, "killed"))
+	assert.Less(t, time.Since(killed), portsWait/2, "a change waited for the look at ports")
 }

@@ -18,8 +18,13 @@
 // One WebSocket at /ws carries JSON text messages, each with a "type";
 // docs/api.md lists them all. On connect the server sends "sessions" (every
 // tracked process), then "session_updated" and "session_removed" as the
-// registry changes (it waits on Registry.Changed, so a change reaches every
-// browser within milliseconds, with no polling by the page). The browser
+// registry changes (it waits on Live.Changed, so a change reaches every
+// browser within milliseconds, with no polling by the page). Each session
+// carries its row: the texts of corral ps's columns (registry.ListColumns,
+// named in "sessions"), which the page lays out without computing any;
+// while browsers watch, the hub also looks every second for the texts that
+// count with the clock (AGE, LEFT) and every two for the ports the trees
+// listen on, a look that never holds a change back. The browser
 // sends "subscribe_output" for the process it shows, and actions
 // ("kill", "force_kill", "send_stdin", "remove"), each answered by one
 // "<action>_result". A message that is not JSON, has an unknown type or
@@ -27,6 +32,8 @@
 // open; one over MaxMessage bytes closes it (1009, message too big).
 //
 // The page itself (static/) is plain HTML, CSS and JavaScript embedded in
-// the binary; terminal output (PTY processes) is rendered by its own small
-// ANSI interpreter, since no maintained xterm.js is packaged here.
+// the binary. Until a process is chosen its right pane says what to do
+// (how to start one, when there is none). Terminal output (PTY processes)
+// is rendered by its own small ANSI interpreter, since no maintained
+// xterm.js is packaged here.
 package dashboard

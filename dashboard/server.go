@@ -33,10 +33,28 @@ const cookieName = "corral_dashboard"
 // page that can kill every process of the user.
 const minTokenLen = 32
 
+// Live is what keeps the page live without polling, beyond Service: a
+// signal at every change of the process list (Registry.Changed) and a
+// process's output as it is written (Registry.Follow). The daemon's
+// *registry.Registry implements it.
+type Live interface {
+	// Changed returns a channel closed at the next change of any
+	// process's state.
+	Changed() <-chan struct{}
+	// Follow hands fn id's output from byte since as it comes, until fn
+	// returns false, ctx ends, or the process ended and fn saw all of its
+	// output; it returns the last PollResult (see Registry.Follow).
+	Follow(ctx context.Context, id string, since int64, fn func(registry.PollResult) bool) (registry.PollResult, error)
+}
+
 // Config configures a Server.
 type Config struct {
-	// Registry is the daemon's registry, shown and acted on. Required.
-	Registry *registry.Registry
+	// Service lists and acts on the processes (kill, stdin, remove): the
+	// same policy layer as every other front end. Required.
+	Service registry.Service
+	// Live tells the hub when to look again and streams output.
+	// Required.
+	Live Live
 	// Token is the secret a visitor must present (at least 32
 	// characters, URL-safe). Required.
 	Token string
@@ -62,10 +80,10 @@ type Server struct {
 	wg     sync.WaitGroup // the hub and every connection; Add under mu
 }
 
-// New starts a Server's hub, which follows cfg.Registry's changes.
+// New starts a Server's hub, which follows cfg.Live's changes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Registry == nil {
-		return nil, errors.New("dashboard: Config.Registry is required")
+	if cfg.Service == nil || cfg.Live == nil {
+		return nil, errors.New("dashboard: Config.Service and Config.Live are required")
 	}
 	if len(cfg.Token) < minTokenLen || strings.ContainsAny(cfg.Token, "&?#=/ \t\n") {
 		return nil, fmt.Errorf("dashboard: Config.Token must be at least %d URL-safe characters", minTokenLen)
@@ -82,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "dashboard"), ctx: ctx, cancel: cancel,
 		files: http.FileServer(http.FS(sub)),
 	}
-	s.hub = newHub(cfg.Registry, s.log)
+	s.hub = newHub(cfg.Service, cfg.Live, s.log)
 	s.wg.Go(func() { s.hub.run(ctx) })
 	return s, nil
 }

@@ -95,7 +95,7 @@ func TestDevServerReadyCrashAndReuse(t *testing.T) {
 					return ev, lv
 				}
 			case <-ctx.Done():
-				t.Fatalf("no %s notification for %s", typ, id)
+				require.Failf(t, "no notification", "no %s notification for %s", typ, id)
 			}
 		}
 	}

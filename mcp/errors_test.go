@@ -8,6 +8,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/errclass"
@@ -20,17 +22,14 @@ import (
 func TestEveryClassHasAToolHint(t *testing.T) {
 	for _, c := range errclass.Classes() {
 		hint, ok := toolHints[c]
-		if !ok {
-			t.Errorf("class %v: no entry in toolHints (\"\" for none)", c)
+		if !assert.True(t, ok, "class %v: no entry in toolHints (\"\" for none)", c) {
 			continue
 		}
 		want := "poll: op: test"
 		if hint != "" {
 			want += " (" + hint + ")"
 		}
-		if got := toolError("poll", fmt.Errorf("registry: op: %w", errclass.New(c, "test"))).Error(); got != want {
-			t.Errorf("class %v: tool error %q, want %q", c, got, want)
-		}
+		assert.Equal(t, want, toolError("poll", fmt.Errorf("registry: op: %w", errclass.New(c, "test"))).Error(), "class %v", c)
 	}
 }
 
@@ -47,22 +46,21 @@ func TestToolErrorsSpeakMCP(t *testing.T) {
 		{&registry.AmbiguousError{Prefix: "abcd", Candidates: []string{"proc_abcd00000000", "proc_abcd00000001"}}, "give the full id"},
 	}
 	for _, tc := range cases {
-		if got := toolError("poll", tc.err).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "registry: ") {
-			t.Errorf("%v: tool error %q, want %q", tc.err, got, tc.want)
-		}
+		got := toolError("poll", tc.err).Error()
+		assert.Contains(t, got, tc.want, "%v", tc.err)
+		assert.NotContains(t, got, "registry: ", "%v", tc.err)
 	}
 
 	_, cs := connect(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "process", Arguments: map[string]any{"action": "poll", "id": "proc_000000000000"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	text := res.Content[0].(*sdk.TextContent).Text
-	if !res.IsError || !strings.Contains(text, "proc_000000000000") || !strings.Contains(text, "action=list") || strings.Contains(text, "corral ") {
-		t.Errorf("unknown id: tool error %v %q", res.IsError, text)
-	}
+	assert.True(t, res.IsError, "unknown id: %q", text)
+	assert.Contains(t, text, "proc_000000000000")
+	assert.Contains(t, text, "action=list")
+	assert.NotContains(t, text, "corral ", "the tool's words, not the CLI's")
 }
 
 // TestToolErrorsCappedByMaxOutput: a tool error reaches the model as output
@@ -83,16 +81,17 @@ func TestToolErrorsCappedByMaxOutput(t *testing.T) {
 			tool = "process"
 		}
 		msg := callErr(t, cs, tool, args)
-		if len(msg) > 1100 || strings.Contains(msg, strings.Repeat("a line of a long heredoc\n", 3)) || strings.Contains(msg, strings.Repeat("v", 200)) {
-			t.Errorf("%s: a %d-byte error repeats its input: %.300q", tool, len(msg), msg)
-		}
+		assert.LessOrEqual(t, len(msg), 1100, "%s: %.300q", tool, msg)
+		assert.NotContains(t, msg, strings.Repeat("a line of a long heredoc\n", 3), "%s: the error repeats its input", tool)
+		assert.NotContains(t, msg, strings.Repeat("v", 200), "%s: the error repeats its input", tool)
 	}
 	// A handler error over the cap keeps its head and tail.
 	h := capErrors(100, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return nil, nil, fmt.Errorf("head %s tail", strings.Repeat("x", 10000))
 	})
 	_, _, err := h(context.Background(), nil, struct{}{})
-	if msg := err.Error(); len(msg) > 150 || !strings.HasPrefix(msg, "head") || !strings.HasSuffix(msg, "tail") || !strings.Contains(msg, "omitted") {
-		t.Errorf("capped error %q", msg)
-	}
+	msg := err.Error()
+	assert.LessOrEqual(t, len(msg), 150, "capped error %q", msg)
+	assert.True(t, strings.HasPrefix(msg, "head") && strings.HasSuffix(msg, "tail"), "capped error %q keeps head and tail", msg)
+	assert.Contains(t, msg, "omitted")
 }

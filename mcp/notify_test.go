@@ -110,7 +110,7 @@ func TestNotifiedExitsAllPushed(t *testing.T) {
 				got[ev.ID] = ev
 			}
 		case <-ctx.Done():
-			t.Fatalf("%d of %d notified exits were pushed", len(got), jobs)
+			require.Failf(t, "exits not pushed", "%d of %d notified exits were pushed", len(got), jobs)
 		}
 	}
 	for id, i := range want {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/internal/shellquote"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -30,19 +31,20 @@ const (
 
 // ProcessInput are the arguments of the process tool.
 type ProcessInput struct {
-	Action  string            `json:"action" jsonschema:"What to do. list: all tracked processes. poll: state and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output; with ready=true, until it is ready instead. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
-	ID      string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits), a unique prefix of at least 4 hex digits, or the name given to terminal. Required for every action except list and events."`
-	Data    string            `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
-	Timeout *Duration         `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
-	Offset  *int64            `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
-	Limit   int               `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
-	Signal  string            `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, KILL, or a number; SIGKILL follows after grace."`
-	Grace   *Duration         `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
-	Force   *bool             `json:"force,omitempty" jsonschema:"kill: false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace. Default true: SIGKILL whatever is left after grace."`
-	Tree    bool              `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
-	Ready   bool              `json:"ready,omitempty" jsonschema:"wait: wait until the process is ready (its ready_port, ready_pattern or ready_url condition holds; ready_at is set) instead of until it ends. If it ends first, ended_before_ready=true and output holds what it printed."`
-	State   []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (starting, recovering, running, exited, killed, timed_out, lost, failed; recovering: being re-attached after a daemon restart). Default: every process."`
-	Labels  map[string]string `json:"labels,omitempty" jsonschema:"list: only processes carrying all of these labels, e.g. {\"mcp-session\": \"...\"} for one session's."`
+	Action   string            `json:"action" jsonschema:"What to do. list: all tracked processes (with cpu_percent, rss_bytes, peak_rss_bytes and pids of each tree corral has measured). poll: state, cost and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output; with ready=true, until it is ready instead. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
+	ID       string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits), a unique prefix of at least 4 hex digits, or the name given to terminal. Required for every action except list and events."`
+	Data     string            `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
+	Timeout  *Duration         `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
+	Offset   *int64            `json:"offset,omitempty" jsonschema:"poll: output byte offset to read from (default: where your last poll or wait stopped; 0 = from the start). log: 1-based number of the first line (default: the last limit lines)."`
+	Limit    int               `json:"limit,omitempty" jsonschema:"log: number of lines (default 200). events: maximum number of events (default 50)."`
+	Signal   string            `json:"signal,omitempty" jsonschema:"kill: first signal, e.g. TERM (default), INT, HUP, or a number; SIGKILL follows after grace (escalate). KILL sends SIGKILL at once."`
+	Grace    *Duration         `json:"grace,omitempty" jsonschema:"kill: time between the signal and SIGKILL (default 5 seconds)."`
+	Escalate *bool             `json:"escalate,omitempty" jsonschema:"kill: default true: SIGKILL whatever is left after grace. false sends only the signal and waits up to grace, never SIGKILL (HUP to reload a server, an INT that may take its time); the result's still_running says whether the tree outlived grace."`
+	Force    *bool             `json:"force,omitempty" jsonschema:"kill: the old name of escalate, still read: false is escalate=false, true the default. It never means SIGKILL at once: use signal KILL for that."`
+	Tree     bool              `json:"tree,omitempty" jsonschema:"wait: also wait until every process the command left running (cmd &, a server that daemonised; leftover > 0) has ended. The exit status is the command's own either way."`
+	Ready    bool              `json:"ready,omitempty" jsonschema:"wait: wait until the process is ready (its ready_port, ready_pattern or ready_url condition holds; ready_at is set) instead of until it ends. If it ends first, ended_before_ready=true and output holds what it printed."`
+	State    []string          `json:"state,omitempty" jsonschema:"list: only processes in these states (starting, recovering, running, exited, killed, timed_out, lost, failed; recovering: being re-attached after a daemon restart). Default: every process."`
+	Labels   map[string]string `json:"labels,omitempty" jsonschema:"list: only processes carrying all of these labels, e.g. {\"mcp-session\": \"...\"} for one session's."`
 }
 
 // ListResult is the result of action list.
@@ -53,9 +55,36 @@ type ListResult struct {
 // ListedProcess is one process of a list, with its last output line.
 type ListedProcess struct {
 	registry.Info
+	Cost
 	// LastLine is the last line of its output, escapes stripped and
 	// capped; "" when it printed nothing.
 	LastLine string `json:"last_line,omitempty"`
+}
+
+// Cost is what a process's tree costs, from the registry's last sample of
+// it, at the top of a list entry or a poll where an agent looks for it
+// (registry.Info's nested stats are left out: one place for each figure).
+// Absent before the first sample and on a backend that cannot measure;
+// once nothing of the tree runs, CPU, RSS and pids are 0 and the peak
+// stays.
+type Cost struct {
+	// CPUPercent is the share of one core over the last interval: 100 is
+	// one full core, more on several.
+	CPUPercent   *float64 `json:"cpu_percent,omitempty"`
+	RSSBytes     *int64   `json:"rss_bytes,omitempty"`
+	PeakRSSBytes *int64   `json:"peak_rss_bytes,omitempty"`
+	Pids         *int     `json:"pids,omitempty"`
+}
+
+// costOf takes the figures out of in: they go at the top (Cost), not
+// twice.
+func costOf(in *registry.Info) Cost {
+	st := in.Stats
+	in.Stats = nil
+	if st == nil {
+		return Cost{}
+	}
+	return Cost{CPUPercent: &st.CPUPercent, RSSBytes: &st.RSSBytes, PeakRSSBytes: &st.PeakRSSBytes, Pids: &st.Pids}
 }
 
 // maxLastLine caps ListedProcess.LastLine.
@@ -68,6 +97,7 @@ const lastLineWait = 300 * time.Millisecond
 // the output since the cursor, stripped and capped.
 type PollResult struct {
 	registry.Info
+	Cost
 	Output       string `json:"output"`
 	Truncated    bool   `json:"truncated,omitempty"`
 	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
@@ -110,13 +140,10 @@ type EventsResult struct {
 }
 
 func (s *Server) process(ctx context.Context, req *sdk.CallToolRequest, in ProcessInput) (*sdk.CallToolResult, any, error) {
-	for _, d := range []struct {
-		name string
-		v    *Duration
-	}{{"timeout", in.Timeout}, {"grace", in.Grace}} {
-		if d.v != nil && d.v.D < 0 {
-			return nil, nil, fmt.Errorf("%q is negative (%s): give seconds >= 0 or a duration string such as \"30s\"", d.name, d.v.D)
-		}
+	// timeout is the tool's own (it bounds events and wait here); a
+	// negative grace is the registry's to refuse, as for every front end.
+	if in.Timeout != nil && in.Timeout.D < 0 {
+		return nil, nil, fmt.Errorf("\"timeout\" is negative (%s): give seconds >= 0 or a duration string such as \"30s\"", in.Timeout.D)
 	}
 	if in.Offset != nil && *in.Offset < 0 {
 		return nil, nil, fmt.Errorf("\"offset\" is negative (%d): use 0 or more", *in.Offset)
@@ -227,6 +254,10 @@ func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) 
 	defer cancel()
 	for _, info := range infos {
 		lp := ListedProcess{Info: info}
+		lp.Cost = costOf(&lp.Info)
+		// As ps and the dashboard show it: the words the CLI quoted one
+		// by one read as a person types them (the same shell meaning).
+		lp.Command = shellquote.Display(info.Command)
 		if info.OutputBytes > 0 {
 			if lr, err := s.reg.Log(lctx, info.ID, registry.LogOptions{Limit: 1, Strip: true}); err == nil && len(lr.Lines) > 0 {
 				lp.LastLine = render([]byte(strings.ToValidUTF8(lr.Lines[0], "\uFFFD")), 0, 0, maxLastLine).Text
@@ -282,8 +313,10 @@ func (s *Server) poll(ctx context.Context, se *session, in ProcessInput, waitTim
 	}
 	out := render(pr.Output, pr.OmittedAt, pr.OmittedBytes, s.cfg.MaxOutput)
 	se.setCursor(id, pr.Next)
+	cost := costOf(&pr.Info)
 	return PollResult{
 		Info:         pr.Info,
+		Cost:         cost,
 		Output:       out.Text,
 		Truncated:    out.Omitted > 0,
 		OmittedBytes: out.Omitted,
@@ -340,7 +373,11 @@ func (s *Server) kill(ctx context.Context, in ProcessInput) (registry.KillResult
 	if in.Grace != nil {
 		opts.Grace = in.Grace.D
 	}
-	opts.NoEscalate = in.Force != nil && !*in.Force
+	esc, err := in.escalate()
+	if err != nil {
+		return registry.KillResult{}, err
+	}
+	opts.Escalate = esc
 	res, err := s.reg.Kill(ctx, in.ID, opts)
 	if res.Unreachable {
 		// Not a failure of the call: the result says the process was not
@@ -348,6 +385,20 @@ func (s *Server) kill(ctx context.Context, in ProcessInput) (registry.KillResult
 		return res, nil
 	}
 	return res, err
+}
+
+// escalate is the kill's escalate argument, or force, its old name: agents
+// written against the old name sent force=false for "never SIGKILL" and
+// force=true for the default, so force keeps exactly that meaning here
+// (elsewhere force is SIGKILL at once, which MCP asks with signal KILL).
+func (in ProcessInput) escalate() (*bool, error) {
+	switch {
+	case in.Force == nil:
+		return in.Escalate, nil
+	case in.Escalate != nil && *in.Escalate != *in.Force:
+		return nil, fmt.Errorf("%w: escalate=%t and force=%t contradict each other: force is the old name of escalate, give escalate only", registry.ErrInvalidOptions, *in.Escalate, *in.Force)
+	}
+	return in.Force, nil
 }
 
 func (s *Server) stdin(ctx context.Context, in ProcessInput) (StdinResult, error) {

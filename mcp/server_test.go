@@ -5,13 +5,14 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/env"
@@ -33,37 +34,37 @@ func connect(t *testing.T, opts *sdk.ClientOptions) (*Server, *sdk.ClientSession
 func connectLogged(t *testing.T, opts *sdk.ClientOptions, log *slog.Logger) (*Server, *sdk.ClientSession) {
 	t.Helper()
 	stateDir := t.TempDir()
-	reg, err := registry.New(registry.Config{Open: func(context.Context, string) (env.Environment, error) {
+	_, srv, cs := connectTo(t, func(context.Context, string) (env.Environment, error) {
 		return local.New(local.Options{StateDir: stateDir})
-	}, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, opts, log)
+	return srv, cs
+}
+
+// connectTo serves a fresh registry whose backends open was given to an
+// in-memory client session; whatever runs is killed and everything is
+// closed at the end of the test.
+func connectTo(t *testing.T, open func(context.Context, string) (env.Environment, error), opts *sdk.ClientOptions, log *slog.Logger) (*registry.Registry, *Server, *sdk.ClientSession) {
+	t.Helper()
+	reg, err := registry.New(registry.Config{Open: open, Logger: log})
+	require.NoError(t, err)
 	srv, err := New(Config{Registry: reg, MaxOutput: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ct, st := sdk.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx, st) }()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cs.Close()
 		cancel()
-		if err := <-runDone; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, <-runDone, "Run")
 		_ = srv.Close()
-		if _, err := reg.KillAll(context.Background(), registry.KillAllOptions{}); err != nil {
-			t.Errorf("KillAll: %v", err)
-		}
+		_, err := reg.KillAll(context.Background(), registry.KillAllOptions{})
+		assert.NoError(t, err, "KillAll")
 		_ = reg.Close()
 	})
-	return srv, cs
+	return reg, srv, cs
 }
 
 func call(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any, out any) *sdk.CallToolResult {
@@ -71,17 +72,13 @@ func call(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any,
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
+	require.NoError(t, err, tool)
 	if res.IsError {
-		t.Fatalf("%s %v: tool error %v", tool, args, res.Content[0].(*sdk.TextContent).Text)
+		require.Failf(t, "tool error", "%s %v: %s", tool, args, res.Content[0].(*sdk.TextContent).Text)
 	}
 	if out != nil {
 		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(b, out))
 	}
 	return res
 }
@@ -92,26 +89,23 @@ func TestTerminalCapsOutputAndPollPages(t *testing.T) {
 	call(t, cs, "terminal", map[string]any{"command": "seq 1 2000", "background": true}, &r)
 	var w PollResult
 	call(t, cs, "process", map[string]any{"action": "wait", "id": r.ID}, &w)
-	if !w.Truncated || !strings.HasPrefix(w.Output, "1\n") || !strings.HasSuffix(w.Output, "2000\n") || w.Offset != 0 {
-		t.Fatalf("wait output not capped head+tail from 0: truncated=%v offset=%d %q", w.Truncated, w.Offset, w.Output)
-	}
+	require.True(t, w.Truncated, "wait output not capped")
+	require.True(t, strings.HasPrefix(w.Output, "1\n") && strings.HasSuffix(w.Output, "2000\n"), "head and tail kept: %q", w.Output)
+	require.Zero(t, w.Offset, "from 0")
 	// The cursor moved: nothing new.
 	var p PollResult
 	call(t, cs, "process", map[string]any{"action": "poll", "id": r.ID}, &p)
-	if p.Output != "" || p.Offset != w.Next {
-		t.Fatalf("second poll: %+v", p)
-	}
+	require.Empty(t, p.Output, "second poll: %+v", p)
+	require.Equal(t, w.Next, p.Offset, "second poll: %+v", p)
 	// The middle is still there for log.
 	var lg LogResult
 	call(t, cs, "process", map[string]any{"action": "log", "id": r.ID, "offset": 1000, "limit": 2}, &lg)
-	if strings.Join(lg.Lines, ",") != "1000,1001" {
-		t.Fatalf("log lines: %+v", lg.Lines)
-	}
+	require.Equal(t, []string{"1000", "1001"}, lg.Lines)
 	// A log window larger than the byte cap is cut at a line, with the next offset.
 	call(t, cs, "process", map[string]any{"action": "log", "id": r.ID, "offset": 1, "limit": 2000}, &lg)
-	if !lg.Truncated || lg.NextOffset != 1+len(lg.Lines) || len(strings.Join(lg.Lines, "\n")) > 1000 {
-		t.Fatalf("log cap: truncated=%v next=%d lines=%d", lg.Truncated, lg.NextOffset, len(lg.Lines))
-	}
+	require.True(t, lg.Truncated, "log cap")
+	require.Equal(t, 1+len(lg.Lines), lg.NextOffset, "log cap: the next offset")
+	require.LessOrEqual(t, len(strings.Join(lg.Lines, "\n")), 1000, "log cap")
 }
 
 func TestEventsLongPollAndNotification(t *testing.T) {
@@ -121,26 +115,26 @@ func TestEventsLongPollAndNotification(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}))
 	var r TerminalResult
 	call(t, cs, "terminal", map[string]any{"command": "read line; echo $line", "background": true, "stdin": true, "notify_on_complete": true}, &r)
 	var ev EventsResult
 	call(t, cs, "process", map[string]any{"action": "events"}, &ev) // drains "started"
 	call(t, cs, "process", map[string]any{"action": "submit", "id": r.ID, "data": "bye"}, nil)
 	call(t, cs, "process", map[string]any{"action": "events", "timeout": "60s"}, &ev)
-	if len(ev.Events) != 1 || ev.Events[0].Type != registry.EventExited || ev.Events[0].ID != r.ID || !ev.Events[0].Notify {
-		t.Fatalf("events: %+v", ev.Events)
-	}
+	require.Len(t, ev.Events, 1, "events: %+v", ev.Events)
+	require.Equal(t, registry.EventExited, ev.Events[0].Type)
+	require.Equal(t, r.ID, ev.Events[0].ID)
+	require.True(t, ev.Events[0].Notify)
 	select {
 	case n := <-got:
 		b, _ := json.Marshal(n.Data)
-		if n.Logger != LoggerName || n.Level != "notice" || !strings.Contains(string(b), r.ID) || !strings.Contains(string(b), `"exited"`) {
-			t.Fatalf("notification: %+v %s", n, b)
-		}
+		require.Equal(t, LoggerName, n.Logger)
+		require.Equal(t, sdk.LoggingLevel("notice"), n.Level)
+		require.Contains(t, string(b), r.ID)
+		require.Contains(t, string(b), `"exited"`)
 	case <-ctx.Done():
-		t.Fatal("no notification")
+		require.Fail(t, "no notification")
 	}
 }
 
@@ -151,9 +145,7 @@ func TestForegroundRunIsNotAnnounced(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}))
 	call(t, cs, "terminal", map[string]any{"command": "true", "notify_on_complete": true}, nil)
 	// A background run afterwards is announced; the foreground one before
 	// it must not have been.
@@ -162,25 +154,20 @@ func TestForegroundRunIsNotAnnounced(t *testing.T) {
 	select {
 	case n := <-got:
 		b, _ := json.Marshal(n.Data)
-		if !strings.Contains(string(b), r.ID) {
-			t.Fatalf("a foreground run's exit was announced: %s", b)
-		}
+		require.Contains(t, string(b), r.ID, "a foreground run's exit was announced")
 	case <-ctx.Done():
-		t.Fatal("no notification for the background run")
+		require.Fail(t, "no notification for the background run")
 	}
 }
 
 func TestCloseEndsSessions(t *testing.T) {
 	srv, cs := connect(t, nil)
 	call(t, cs, "process", map[string]any{"action": "list"}, nil)
-	if err := srv.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Close())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "process", Arguments: map[string]any{"action": "list"}}); err == nil {
-		t.Fatal("a call after Close succeeded")
-	}
+	_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "process", Arguments: map[string]any{"action": "list"}})
+	require.Error(t, err, "a call after Close succeeded")
 }
 
 // A session's processes live under its lease, and its persisted ones do
@@ -195,28 +182,20 @@ func TestSessionLeaseHoldsAllButPersisted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := srv.reg.Get(ctx, plain.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	k, err := srv.reg.Get(ctx, kept.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Session == "" || p.Session != p.Labels[SessionLabel] {
-		t.Fatalf("the session's process: session %q, label %q; want the lease's ID in both", p.Session, p.Labels[SessionLabel])
-	}
-	if k.Session != "" || k.Labels[SessionLabel] != p.Session {
-		t.Fatalf("the persisted process: session %q (want none), label %q", k.Session, k.Labels[SessionLabel])
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Session, "the session's process has the lease's ID as its session")
+	require.Equal(t, p.Session, p.Labels[SessionLabel], "the session's process: its label is the lease's ID")
+	require.Empty(t, k.Session, "the persisted process has no session")
+	require.Equal(t, p.Session, k.Labels[SessionLabel], "the persisted process still carries the session's label")
 	_ = cs.Close()
 	end, err := srv.reg.WaitTree(ctx, plain.ID, 0)
-	if err != nil || end.State != registry.StateKilled {
-		t.Fatalf("the session's process after its end: %v %+v", err, end.State)
-	}
-	if _, err := srv.reg.Start(ctx, registry.StartOptions{Command: "true", Session: p.Session}); !errors.Is(err, registry.ErrInvalidOptions) {
-		t.Fatalf("a start in the ended session: %v", err)
-	}
-	if k, err = srv.reg.Get(ctx, kept.ID); err != nil || k.State != registry.StateRunning {
-		t.Fatalf("the persisted process after the session's end: %v %+v", err, k.State)
-	}
+	require.NoError(t, err)
+	require.Equal(t, registry.StateKilled, end.State, "the session's process after its end")
+	_, err = srv.reg.Start(ctx, registry.StartOptions{Command: "true", Session: p.Session})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions, "a start in the ended session")
+	k, err = srv.reg.Get(ctx, kept.ID)
+	require.NoError(t, err)
+	require.Equal(t, registry.StateRunning, k.State, "the persisted process after the session's end")
 }

@@ -29,7 +29,7 @@ const defaultBackend = "local"
 
 // backendHelp lists the targets this build accepts, for flag help and
 // error messages.
-const backendHelp = `"local", "docker://CONTAINER", "docker-image://IMAGE[?options]" or "ssh://[user@]host[:port]"`
+const backendHelp = `"local", "docker://CONTAINER", "docker-image://IMAGE[?options]", "ssh://[user@]host[:port]", "k8s://NAMESPACE/POD[/CONTAINER]" or "k8s-pod://IMAGE[?options]"`
 
 // checkBackend rejects a --backend value this build cannot open, before
 // anything starts, so a typo is a usage error rather than a failed run.
@@ -48,6 +48,16 @@ func checkBackend(target string) error {
 		}
 		return nil
 	case hasScheme && scheme == "ssh":
+		return nil
+	case hasScheme && (scheme == "k8s" || scheme == "k8s-pod"):
+		// Checked by the plugin, which alone links client-go.
+		if _, err := plugins.Find(k8sPlugin, plugins.Options{}); err != nil {
+			if errors.Is(err, plugins.ErrNoPlugin) {
+				return fmt.Errorf("backend %q: the Kubernetes backend %s%s is not installed beside corral or in a plugin directory (make build puts it in bin/; go install ./cmd/... in GOBIN)",
+					target, plugins.BinaryPrefix, k8sPlugin)
+			}
+			return fmt.Errorf("backend %q: %w", target, err)
+		}
 		return nil
 	case hasScheme && plugins.ValidName(scheme):
 		// A backend plugin (`corral backends` lists them).
@@ -175,6 +185,8 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target), LogMax: logMax})
 	case "ssh":
 		e, err = ssh.Open(ctx, target, ssh.Options{IdleClose: b.idleClose, LogMax: logMax})
+	case "k8s", "k8s-pod":
+		e, err = plugins.OpenPlugin(ctx, k8sPlugin, target, plugins.Options{Logger: slog.Default(), Env: k8sEnviron(), Owner: b.owner})
 	default:
 		e, err = plugins.Open(ctx, target, plugins.Options{Logger: slog.Default()})
 	}
@@ -182,6 +194,23 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 		return nil, err // the registry adds the target
 	}
 	return e, nil
+}
+
+// k8sPlugin serves k8s:// and k8s-pod:// targets: client-go lives in that
+// binary only (see cmd/corral-backend-k8s).
+const k8sPlugin = "k8s"
+
+// k8sEnviron is what the Kubernetes plugin gets of corral's environment:
+// where the kubeconfig is, and the in-cluster API server when corral runs
+// in a pod.
+func k8sEnviron() []string {
+	var out []string
+	for _, k := range []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 // sandboxRemovalWait bounds how long an exiting corral waits for the

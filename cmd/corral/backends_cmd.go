@@ -34,6 +34,9 @@ type backendEntry struct {
 	// Capabilities are what a plugin states about its Environments (nil
 	// when it states none: it reports them once a target is opened).
 	Capabilities *env.Capabilities `json:"capabilities,omitempty"`
+	// Cluster is the Kubernetes plugin's check of the cluster, the line
+	// corral doctor shows as "kubernetes" (the k8s plugin only).
+	Cluster *probe `json:"cluster,omitempty"`
 }
 
 // Backend health words.
@@ -72,7 +75,8 @@ and in ~/.local/share/corral/plugins (executables named corral-backend-NAME).
 Each plugin is started, asked for its version and capabilities, and stopped:
 HEALTH is ok, shadowed (a built-in backend has the name), refused (a binary
 corral will not run) or failed; the lines under a plugin give the reason, the
-capabilities it states and its notes.`,
+capabilities it states and its notes. Under the Kubernetes plugin (k8s), the
+cluster line is its check of the cluster, as corral doctor shows it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			entries, err := listBackends(cmd.Context())
@@ -112,7 +116,14 @@ func listBackends(ctx context.Context) ([]backendEntry, error) {
 			out = append(out, e)
 			continue
 		}
-		out = append(out, probePlugin(ctx, f, opts))
+		e = probePlugin(ctx, f, opts)
+		// The check runs even when the probe failed: it is another way in
+		// (no plugin protocol) and says what is wrong with the cluster.
+		if f.Name == k8sPlugin && e.Health != healthRefused {
+			c := checkKubernetes(ctx, f)
+			e.Cluster = &c
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
@@ -172,6 +183,9 @@ func backendDetails(e backendEntry) []string {
 		for _, n := range c.Notes {
 			lines = append(lines, "note: "+oneLine(n))
 		}
+	}
+	if c := e.Cluster; c != nil {
+		lines = append(lines, "cluster "+probeMark(*c)+": "+oneLine(c.Detail))
 	}
 	return lines
 }

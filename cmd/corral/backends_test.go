@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,7 @@ func TestBackendsAndDoctorShowPlugins(t *testing.T) {
 				return i
 			}
 		}
-		t.Fatalf("no row for %s in\n%s", name, stdout)
+		require.FailNow(t, fmt.Sprintf("no row for %s in\n%s", name, stdout))
 		return -1
 	}
 	header := lines[0]

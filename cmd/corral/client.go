@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/registry"
 )
 
 // The commands that act on background processes (start, ps, logs, wait,
@@ -30,6 +31,9 @@ const daemonSlowNotice = time.Second
 
 // connect returns a client of the running daemon, starting one if needed.
 func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Status, error) {
+	if err := daemonUnavailable(); err != nil {
+		return nil, daemon.Status{}, err
+	}
 	paths, err := daemon.DefaultPaths()
 	if err != nil {
 		return nil, daemon.Status{}, &exitError{code: exitCorralError, msg: err.Error()}
@@ -80,6 +84,19 @@ func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Stat
 		}
 	}
 }
+
+// daemonUnavailable is the error of every command that needs the daemon
+// where it does not run (noDaemonReason): one line saying what to use
+// instead, rather than a socket error from deep down.
+func daemonUnavailable() error {
+	if noDaemonReason == "" {
+		return nil
+	}
+	return &exitError{code: exitCorralError, msg: noDaemonReason + ", and this command needs it: " + noDaemonInstead}
+}
+
+// noDaemonInstead says what works without the daemon.
+const noDaemonInstead = "run commands with corral run --no-daemon (corral mcp and acp: --in-process)"
 
 // spawnDaemon starts `corral serve` detached: its own session (no
 // terminal signals reach it), stdin from /dev/null, output appended to the
@@ -197,18 +214,12 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// parseLabelFlags turns repeated --label k=v into a map.
+// parseLabelFlags turns repeated --label k=v into a map: the registry
+// reads them (registry.ParseLabels), the CLI names its flag.
 func parseLabelFlags(op string, kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	m := make(map[string]string, len(kvs))
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usageErrorf("%s: --label %q: use KEY=VALUE", op, kv)
-		}
-		m[k] = v
+	m, err := registry.ParseLabels(kvs)
+	if err != nil {
+		return nil, usageErrorf("%s: --%s", op, strings.TrimPrefix(err.Error(), registry.ErrInvalidOptions.Error()+": "))
 	}
 	return m, nil
 }

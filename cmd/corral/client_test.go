@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/internal/errclass"
 )
@@ -20,16 +22,12 @@ func TestEveryClassHasAnExitStatus(t *testing.T) {
 	for _, c := range errclass.Classes() {
 		want, ok := exitStatuses[c]
 		if !ok {
-			t.Errorf("class %v: no exit status in exitStatuses", c)
+			assert.Fail(t, fmt.Sprintf("class %v: no exit status in exitStatuses", c))
 			continue
 		}
-		if usage[c] != (want == exitUsage) || want != exitUsage && want != exitCorralError {
-			t.Errorf("class %v: exit status %d", c, want)
-		}
+		assert.Truef(t, usage[c] == (want == exitUsage) && (want == exitUsage || want == exitCorralError), "class %v: exit status %d", c, want)
 		var ee *exitError
-		if !errors.As(daemonError("op", fmt.Errorf("daemon: x: %w", errclass.New(c, "test"))), &ee) || ee.code != want {
-			t.Errorf("class %v: daemonError gives %+v, want exit %d", c, ee, want)
-		}
+		assert.Truef(t, errors.As(daemonError("op", fmt.Errorf("daemon: x: %w", errclass.New(c, "test"))), &ee) && ee.code == want, "class %v: daemonError gives %+v, want exit %d", c, ee, want)
 	}
 }
 
@@ -45,14 +43,10 @@ func TestDaemonCodesExitStatus(t *testing.T) {
 	} {
 		ae := &daemon.APIError{Status: http.StatusBadRequest, Code: code, Message: "registry: boom"}
 		var ee *exitError
-		if !errors.As(daemonError("op", ae), &ee) || ee.code != want || ee.msg != "op: boom" && !strings.HasPrefix(ee.msg, "op: boom (") {
-			t.Errorf("code %q: %+v, want exit %d", code, ee, want)
-		}
+		assert.Truef(t, errors.As(daemonError("op", ae), &ee) && ee.code == want && (ee.msg == "op: boom" || strings.HasPrefix(ee.msg, "op: boom (")), "code %q: %+v, want exit %d", code, ee, want)
 		// One usage error among several failures makes the command's
 		// status a usage error.
-		if !errors.As(daemonError("op", errors.New("daemon: boom"), ae), &ee) || ee.code != want {
-			t.Errorf("code %q after another failure: %+v, want exit %d", code, ee, want)
-		}
+		assert.Truef(t, errors.As(daemonError("op", errors.New("daemon: boom"), ae), &ee) && ee.code == want, "code %q after another failure: %+v, want exit %d", code, ee, want)
 	}
 }
 
@@ -65,11 +59,7 @@ func TestDaemonErrorHints(t *testing.T) {
 	errors.As(daemonError("rm", &procError{id: "proc_000000000000", err: notFound}, &procError{id: "0123", err: running}), &ee)
 	want := "rm: no such process: proc_000000000000: pruned (`corral ps --all` lists the tracked processes)\n" +
 		"process is still running: proc_0123456789ab is running: kill it first (corral kill 0123, or corral rm --force 0123)"
-	if ee == nil || ee.msg != want || ee.code != exitUsage {
-		t.Errorf("got %+v, want exit 2 and\n%s", ee, want)
-	}
+	assert.Truef(t, ee != nil && ee.msg == want && ee.code == exitUsage, "got %+v, want exit 2 and\n%s", ee, want)
 	errors.As(daemonError("send", &daemon.APIError{Code: daemon.CodeNotRunning, Message: "registry: not running"}), &ee)
-	if ee.msg != "send: not running" {
-		t.Errorf("a class without a hint: %q", ee.msg)
-	}
+	assert.Truef(t, ee.msg == "send: not running", "a class without a hint: %q", ee.msg)
 }

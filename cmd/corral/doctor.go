@@ -39,10 +39,11 @@ func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check what this machine supports (daemon, cgroup kill, PTY, Docker, ssh-agent, plugins) and what the daemon holds open",
+		Short: "Check what this machine supports (daemon, cgroup kill, PTY, Docker, ssh-agent, Kubernetes, plugins) and what the daemon holds open",
 		Long: `Probe each capability for real (start a process, ping the engine, ask the
-agent) and report ok or missing with the reason. When the daemon runs, list
-the backends it holds open ("open ssh://..."): its condition when it does
+agent, ask the Kubernetes API server its version and this user's
+permissions through corral-backend-k8s check) and report ok or missing with
+the reason. When the daemon runs, list the backends it holds open ("open ssh://..."): its condition when it does
 not answer (paused, unreachable, gone: what the daemon's health check found,
 since when and why), its connection (connected, idle, reconnecting), since
 when, when an unused one is closed (corral serve --idle-close) and its
@@ -53,21 +54,14 @@ the report is the result. Does not start the daemon.`,
 			ctx := orBackground(cmd.Context())
 			daemonProbe, open := probeDaemon(ctx)
 			probes := append([]probe{daemonProbe}, open...)
-			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent())
+			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probeKubernetes(ctx))
 			probes = append(probes, probePlugins(ctx)...)
 			if asJSON {
 				return printJSON(stdout, probes)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			for _, p := range probes {
-				mark := "ok"
-				switch {
-				case p.Status != "":
-					mark = p.Status
-				case !p.OK:
-					mark = "missing"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, mark, oneLine(p.Detail))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, probeMark(p), oneLine(p.Detail))
 			}
 			return tw.Flush()
 		},
@@ -80,6 +74,10 @@ the report is the result. Does not start the daemon.`,
 // open ("what is warm").
 func probeDaemon(ctx context.Context) (probe, []probe) {
 	p := probe{Name: "daemon"}
+	if noDaemonReason != "" {
+		p.Detail = noDaemonReason + ": " + noDaemonInstead
+		return p, nil
+	}
 	paths, err := daemon.DefaultPaths()
 	if err != nil {
 		p.Detail = err.Error()

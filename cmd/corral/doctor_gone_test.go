@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
@@ -18,16 +20,10 @@ func TestBackendProbeGone(t *testing.T) {
 		Health: registry.BackendHealth{Condition: env.ConditionGone, Since: now.Add(-3 * time.Second),
 			Detail: "container removed: env: sandbox is gone; the next run or start on it opens it again"},
 	}, now)
-	if g.OK || g.Status != "gone" {
-		t.Errorf("gone backend: OK %v, status %q; want not ok, gone", g.OK, g.Status)
-	}
+	assert.Truef(t, !g.OK && g.Status == "gone", "gone backend: OK %v, status %q; want not ok, gone", g.OK, g.Status)
 	for _, want := range []string{"docker://corral-1", "3s ago", "container removed", "opens it again", "2 processes tracked"} {
-		if !strings.Contains(g.Detail, want) {
-			t.Errorf("gone backend's detail %q does not say %q", g.Detail, want)
-		}
+		assert.Truef(t, strings.Contains(g.Detail, want), "gone backend's detail %q does not say %q", g.Detail, want)
 	}
 	ok := backendProbe(registry.BackendInfo{Target: "docker-image://img", Name: "docker://corral-2", OpenedAt: now}, now)
-	if !ok.OK || ok.Status != "" {
-		t.Errorf("open backend: OK %v, status %q; want ok", ok.OK, ok.Status)
-	}
+	assert.Truef(t, ok.OK && ok.Status == "", "open backend: OK %v, status %q; want ok", ok.OK, ok.Status)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -15,24 +16,25 @@ import (
 
 func newKillCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		sigName string
-		grace   time.Duration
-		force   bool
-		noEsc   bool
-		all     bool
-		labels  []string
-		asJSON  bool
-		port    int
-		backend string
+		sigName  string
+		grace    time.Duration
+		force    bool
+		escalate bool
+		noEsc    bool
+		all      bool
+		labels   []string
+		asJSON   bool
+		port     int
+		backend  string
 	)
 	cmd := &cobra.Command{
-		Use:   "kill [-s SIG] [--grace DUR] [--force | --no-escalate] ID... | kill --all [--label k=v] | kill --port N [--backend B]",
+		Use:   "kill [-s SIG] [--grace DUR] [--force | --escalate=false] ID... | kill --all [--label k=v] | kill --port N [--backend B]",
 		Short: "Kill background process trees (SIG, grace period, SIGKILL, verified)",
 		Long: `Kill each process's whole tree: send SIG (default TERM), wait --grace for it to
 exit, then SIGKILL whatever of the tree is left, and verify nothing is left.
---force sends SIGKILL at once. --no-escalate only sends SIG (HUP to reload a
-server, an INT that may take its time), waits up to --grace and reports
-whether the tree ended; it never sends SIGKILL.
+--force sends SIGKILL at once. --escalate=false only sends SIG (HUP to reload
+a server, an INT that may take its time), waits up to --grace and reports
+whether the tree ended; it never sends SIGKILL (--no-escalate is its old name).
 
 A process whose command exited while processes it started still run ('cmd &',
 a server that daemonised; ps shows "1 left running") is reported as already
@@ -52,12 +54,18 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 				}
 				sig = s
 			}
-			if grace < 0 {
-				return usageErrorf("kill: --grace %s: must not be negative", grace)
+			// The words are the registry's (KillOptions): it checks
+			// them, a negative grace or --force with --escalate=false.
+			opts := registry.KillOptions{Signal: sig, Grace: grace, Force: force}
+			switch {
+			case noEsc && cmd.Flags().Changed("escalate") && escalate:
+				return usageErrorf("kill: --no-escalate is the old name of --escalate=false: give one of them")
+			case noEsc:
+				opts.Escalate = new(false)
+			case cmd.Flags().Changed("escalate"):
+				opts.Escalate = new(escalate)
 			}
 			switch {
-			case force && noEsc:
-				return usageErrorf("kill: --force sends SIGKILL at once; --no-escalate never does: give one of them")
 			case cmd.Flags().Changed("port") && (all || len(args) > 0):
 				return usageErrorf("kill: give IDs, --all or --port, only one of them")
 			case cmd.Flags().Changed("port"):
@@ -74,7 +82,7 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 				if err != nil {
 					return err
 				}
-				return killPort(cmd.Context(), c, backend, port, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc}, asJSON, stdout)
+				return killPort(cmd.Context(), c, backend, port, opts, asJSON, stdout)
 			case cmd.Flags().Changed("backend"):
 				return usageErrorf("kill: --backend chooses where --port looks; IDs and --all need none")
 			case all && len(args) > 0:
@@ -95,12 +103,12 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 			var results []registry.KillResult
 			var errs []error
 			if all {
-				results, err = c.KillAll(cmd.Context(), registry.KillAllOptions{Labels: l, Signal: sig, Grace: grace, NoEscalate: noEsc})
+				results, err = c.KillAll(cmd.Context(), registry.KillAllOptions{Labels: l, Signal: opts.Signal, Grace: opts.Grace, Force: opts.Force, Escalate: opts.Escalate})
 				if err != nil {
 					errs = append(errs, err)
 				}
 			} else {
-				results, errs = killIDs(cmd.Context(), c, args, registry.KillOptions{Signal: sig, Grace: grace, Force: force, NoEscalate: noEsc})
+				results, errs = killIDs(cmd.Context(), c, args, opts)
 			}
 			return reportKills(stdout, results, errs, asJSON)
 		},
@@ -109,7 +117,10 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 	f.StringVarP(&sigName, "signal", "s", "", "first signal: TERM (default), INT, HUP, KILL, ... or a number")
 	f.DurationVar(&grace, "grace", 0, "time between the signal and SIGKILL (default: the daemon's, 5s)")
 	f.BoolVar(&force, "force", false, "send SIGKILL at once")
-	f.BoolVar(&noEsc, "no-escalate", false, "send only SIG, never SIGKILL; report whether the tree ended within --grace")
+	f.BoolVar(&escalate, "escalate", true, "SIGKILL what is left after --grace; false sends only SIG and reports whether the tree ended within --grace")
+	f.BoolVar(&noEsc, "no-escalate", false, "the old name of --escalate=false")
+	// Kept for the scripts that use it, out of the help: one word per idea.
+	_ = f.MarkHidden("no-escalate")
 	f.BoolVar(&all, "all", false, "kill every running process (with --label: those carrying the labels)")
 	f.StringArrayVar(&labels, "label", nil, "with --all: only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
@@ -118,8 +129,6 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 	return cmd
 }
 
-// killLine is one kill's outcome for a person: what was sent, whether
-// SIGKILL had to follow, how many processes it ended, and what is left.
 // killIDs kills each process of ids, and returns the results of the kills
 // that reached a process (one that failed part way still has one) and an
 // error naming each that failed.
@@ -128,6 +137,11 @@ func killIDs(ctx context.Context, c *daemon.Client, ids []string, opts registry.
 	var errs []error
 	for _, id := range ids {
 		r, err := c.Kill(ctx, id, opts)
+		if errors.Is(err, registry.ErrInvalidOptions) {
+			// The registry refused the options, which are every kill's:
+			// once is enough, for no process was signalled.
+			return results, []error{err}
+		}
 		if err != nil && !r.Unreachable {
 			// An unreachable one's result says it all (reportKills).
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))
@@ -178,6 +192,8 @@ func unreachable(results []registry.KillResult) int {
 	return n
 }
 
+// killLine is one kill's outcome for a person: what was sent, whether
+// SIGKILL had to follow, how many processes it ended, and what is left.
 func killLine(r registry.KillResult) string {
 	status := string(r.State)
 	if r.Status != nil {

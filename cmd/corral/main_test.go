@@ -33,9 +33,8 @@ func corral(t *testing.T, stdin string, args ...string) (int, string, string) {
 }
 
 func TestCommandLineSingleWordIsAShellLine(t *testing.T) {
-	if got := commandLine([]string{"echo a | tr a b; exit 3"}); got != "echo a | tr a b; exit 3" {
-		t.Fatalf("commandLine = %q", got)
-	}
+	got := commandLine([]string{"echo a | tr a b; exit 3"})
+	require.Truef(t, got == "echo a | tr a b; exit 3", "commandLine = %q", got)
 }
 
 // TestCommandLineRoundTrips runs the joined line through a real /bin/sh and
@@ -48,28 +47,18 @@ func TestCommandLineRoundTrips(t *testing.T) {
 		"back\\slash", "", "*", "a;b", "new\nline", "FOO=bar", "'", "''"}
 	line := commandLine(words)
 	got, err := exec.Command("/bin/sh", "-c", line).Output()
-	if err != nil {
-		t.Fatalf("sh -c %q: %v", line, err)
-	}
+	require.NoErrorf(t, err, "sh -c %q", line)
 	want, err := exec.Command(words[0], words[1:]...).Output()
-	if err != nil {
-		t.Fatalf("exec %q: %v", words, err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("through the shell:\n%s\nexec'd directly:\n%s\nline: %s", got, want, line)
-	}
+	require.NoErrorf(t, err, "exec %q", words)
+	require.Truef(t, string(got) == string(want), "through the shell:\n%s\nexec'd directly:\n%s\nline: %s", got, want, line)
 }
 
 func TestCommandLineFirstWordStaysACommand(t *testing.T) {
 	// Unquoted, FOO=bar would be an assignment and the line would run env.
 	line := commandLine([]string{"FOO=bar", "env"})
 	out, err := exec.Command("/bin/sh", "-c", line+" 2>&1; echo status=$?").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(out), "status=127") {
-		t.Fatalf("%s ran something: %s", line, out)
-	}
+	require.NoError(t, err)
+	require.Truef(t, strings.Contains(string(out), "status=127"), "%s ran something: %s", line, out)
 }
 
 func TestUsageErrorsExit2WithOneLine(t *testing.T) {
@@ -115,44 +104,32 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{"kill backend without port", []string{"kill", "--backend", "local", "web"}, "--backend chooses where --port looks"},
 		{"kill port bad backend", []string{"kill", "--port", "3000", "--backend", "no where!"}, `backend "no where!" not available`},
 		{"ports bad backend", []string{"ports", "--backend", "nowhere://x"}, `backend "nowhere://x": `},
+		{"label without =", []string{"ps", "--label", "team"}, `ps: --label "team": use KEY=VALUE`},
+		{"label without key", []string{"kill", "--all", "--label", "=web"}, `kill: --label "=web": use KEY=VALUE`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := corral(t, "", tc.args...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr %q", code, exitUsage, errOut)
-			}
-			if out != "" {
-				t.Errorf("stdout %q, want nothing", out)
-			}
-			if strings.Count(errOut, "\n") != 1 || !strings.HasSuffix(errOut, "\n") {
-				t.Errorf("stderr is not exactly one line: %q", errOut)
-			}
-			if !strings.HasPrefix(errOut, "corral: ") || !strings.Contains(errOut, tc.want) {
-				t.Errorf("stderr %q, want corral: ... %q", errOut, tc.want)
-			}
+			assert.Truef(t, code == exitUsage, "exit %d, want %d; stderr %q", code, exitUsage, errOut)
+			assert.Truef(t, out == "", "stdout %q, want nothing", out)
+			assert.Truef(t, strings.Count(errOut, "\n") == 1 && strings.HasSuffix(errOut, "\n"), "stderr is not exactly one line: %q", errOut)
+			assert.Truef(t, strings.HasPrefix(errOut, "corral: ") && strings.Contains(errOut, tc.want), "stderr %q, want corral: ... %q", errOut, tc.want)
 		})
 	}
 }
 
 func TestVersion(t *testing.T) {
 	code, out, errOut := corral(t, "", "version")
-	if code != 0 || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
+	require.Truef(t, code == 0 && errOut == "", "exit %d, stderr %q", code, errOut)
 	for _, want := range []string{"corral dev\n", "commit: ", "go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH} {
-		if !strings.Contains(out, want) {
-			t.Errorf("version output lacks %q:\n%s", want, out)
-		}
+		assert.Truef(t, strings.Contains(out, want), "version output lacks %q:\n%s", want, out)
 	}
 }
 
 func TestVersionFlag(t *testing.T) {
 	_, want, _ := corral(t, "", "version")
 	code, out, errOut := corral(t, "", "--version")
-	if code != 0 || out != want {
-		t.Fatalf("--version: exit %d stdout %q stderr %q, want %q", code, out, errOut, want)
-	}
+	require.Truef(t, code == 0 && out == want, "--version: exit %d stdout %q stderr %q, want %q", code, out, errOut, want)
 }
 
 func TestVersionLinkTimeValues(t *testing.T) {
@@ -160,29 +137,21 @@ func TestVersionLinkTimeValues(t *testing.T) {
 	t.Cleanup(func() { version, commit = oldV, oldC })
 	version, commit = "v1.2.3", "abc1234"
 	_, out, _ := corral(t, "", "version")
-	if !strings.Contains(out, "corral v1.2.3\ncommit: abc1234") {
-		t.Fatalf("version output ignores link-time values:\n%s", out)
-	}
+	require.Truef(t, strings.Contains(out, "corral v1.2.3\ncommit: abc1234"), "version output ignores link-time values:\n%s", out)
 }
 
 func TestHelpHasExamples(t *testing.T) {
 	code, out, _ := corral(t, "", "run", "--help")
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	require.Truef(t, code == 0, "exit %d", code)
 	for _, want := range []string{"Examples:", "--idle-timeout", "exits 124", "single-quoted"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("run --help lacks %q", want)
-		}
+		assert.Truef(t, strings.Contains(out, want), "run --help lacks %q", want)
 	}
 }
 
 func TestCompletion(t *testing.T) {
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		code, out, errOut := corral(t, "", "completion", shell)
-		if code != 0 || !strings.Contains(out, "corral") {
-			t.Errorf("completion %s: exit %d, stderr %q, %d bytes", shell, code, errOut, len(out))
-		}
+		assert.Truef(t, code == 0 && strings.Contains(out, "corral"), "completion %s: exit %d, stderr %q, %d bytes", shell, code, errOut, len(out))
 	}
 }
 
@@ -195,30 +164,20 @@ func TestRunInProcess(t *testing.T) {
 	}
 	t.Run("exit code and output", func(t *testing.T) {
 		code, out, errOut := corral(t, "", "run", "--", "sh", "-c", "echo hi; exit 3")
-		if code != 3 || out != "hi\n" || errOut != "" {
-			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
-		}
+		require.Truef(t, code == 3 && out == "hi\n" && errOut == "", "exit %d stdout %q stderr %q", code, out, errOut)
 	})
 	t.Run("stdin", func(t *testing.T) {
 		code, out, errOut := corral(t, "abc\n", "run", "--stdin", "--", "tr a-c x-z")
-		if code != 0 || out != "xyz\n" {
-			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
-		}
+		require.Truef(t, code == 0 && out == "xyz\n", "exit %d stdout %q stderr %q", code, out, errOut)
 	})
 	t.Run("timeout", func(t *testing.T) {
 		code, out, errOut := corral(t, "", "run", "--timeout", "200ms", "--grace", "100ms", "--", "echo before; exec sleep 60")
-		if code != exitTimeout || out != "before\n" {
-			t.Fatalf("exit %d stdout %q stderr %q, want 124", code, out, errOut)
-		}
-		if errOut != "corral: timeout: still running after 200ms; killed the process tree (TERM; 1 process ended)\n" {
-			t.Fatalf("stderr %q", errOut)
-		}
+		require.Truef(t, code == exitTimeout && out == "before\n", "exit %d stdout %q stderr %q, want 124", code, out, errOut)
+		require.Truef(t, errOut == "corral: timeout: still running after 200ms; killed the process tree (TERM; 1 process ended)\n", "stderr %q", errOut)
 	})
 	t.Run("signal", func(t *testing.T) {
 		code, _, errOut := corral(t, "", "run", "--", "kill -TERM $$")
-		if code != 128+15 || errOut != "" {
-			t.Fatalf("exit %d stderr %q, want 143 and nothing on stderr", code, errOut)
-		}
+		require.Truef(t, code == 128+15 && errOut == "", "exit %d stderr %q, want 143 and nothing on stderr", code, errOut)
 	})
 }
 
@@ -241,9 +200,7 @@ func TestParseWindowSize(t *testing.T) {
 		{"", 0, 0, false},
 	} {
 		rows, cols, err := parseWindowSize(tc.in)
-		if (err == nil) != tc.ok || rows != tc.rows || cols != tc.cols {
-			t.Errorf("parseWindowSize(%q) = %d, %d, %v; want %d, %d, ok %v", tc.in, rows, cols, err, tc.rows, tc.cols, tc.ok)
-		}
+		assert.Truef(t, (err == nil) == tc.ok && rows == tc.rows && cols == tc.cols, "parseWindowSize(%q) = %d, %d, %v; want %d, %d, ok %v", tc.in, rows, cols, err, tc.rows, tc.cols, tc.ok)
 	}
 }
 

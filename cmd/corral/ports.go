@@ -81,48 +81,31 @@ func portOwner(p registry.PortInfo) string {
 	return procName(registry.Info{ID: p.ID, Name: p.Name})
 }
 
-// killPort is kill --port: it kills the corral trees that listen on port
-// in backend and refuses, with exitFailure, a port held by a program corral
-// did not start, naming it, or one that nothing listens on.
+// killPort is kill --port: the registry kills the corral trees that listen
+// on port in backend (Service.KillPort); the CLI reports them, and refuses,
+// with exitFailure, a port held by a program corral did not start, naming
+// it, or one that nothing listens on.
 func killPort(ctx context.Context, c *daemon.Client, backend string, port int, opts registry.KillOptions, asJSON bool, stdout io.Writer) error {
-	list, err := c.Ports(ctx, backend)
-	if err != nil {
+	res, err := c.KillPort(ctx, backend, port, opts)
+	if err != nil && len(res.Killed) == 0 {
 		return daemonError("kill", err)
 	}
-	var (
-		owners  []string // corral IDs, each once
-		foreign []registry.PortInfo
-	)
-	for _, p := range list {
-		switch {
-		case p.Port != port:
-		case p.ID == "":
-			foreign = append(foreign, p)
-		default:
-			seen := false
-			for _, id := range owners {
-				seen = seen || id == p.ID
-			}
-			if !seen {
-				owners = append(owners, p.ID)
-			}
-		}
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
 	}
-	results, errs := killIDs(ctx, c, owners, opts)
-	if err := reportKills(stdout, results, errs, asJSON); err != nil {
+	if err := reportKills(stdout, res.Killed, errs, asJSON); err != nil {
 		return err
 	}
 	switch {
-	case len(foreign) > 0:
-		// The same port can be held by corral's tree on one address and
-		// by another program on another: the latter is still refused.
-		p := foreign[0]
+	case len(res.Foreign) > 0:
+		p := res.Foreign[0]
 		holder := "a process corral cannot see"
 		if p.PID > 0 {
 			holder = fmt.Sprintf("pid %d (%s)", p.PID, orDash(clipCommand(p.Command, 80)))
 		}
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("kill: port %d is held by %s, which corral did not start; kill it yourself", port, holder)}
-	case len(owners) == 0:
+	case len(res.Killed) == 0:
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("kill: nothing listens on port %d%s", port, inBackend(backend))}
 	}
 	return nil

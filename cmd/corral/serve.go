@@ -47,6 +47,9 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long:  serveLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := daemonUnavailable(); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("idle-close") {
 				if _, err := idleCloseEnv(); err != nil {
 					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}

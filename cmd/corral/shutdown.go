@@ -21,6 +21,9 @@ func newShutdownCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Stop the corral daemon; background processes keep running unless --kill-all",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := daemonUnavailable(); err != nil {
+				return err
+			}
 			paths, err := daemon.DefaultPaths()
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}

@@ -45,7 +45,7 @@ unless --replace kills the old tree first. --ready-port, --ready-pattern and
 --ready ID blocks until then, and a process that ends after it was ready
 publishes a crashed event. --ttl kills the tree when the time is up (a
 ttl_expired event; ps shows the time LEFT); --idle-timeout kills it after
-that long without output.`
+that long without output (LEFT counts down whichever comes first).`
 
 func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (

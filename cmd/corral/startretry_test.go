@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/registry"
@@ -61,9 +65,7 @@ func serveUnix(t *testing.T, h http.Handler) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -83,16 +85,13 @@ func TestStartKeyedRepeats(t *testing.T) {
 	var stderr bytes.Buffer
 	in, err := startKeyed(context.Background(), daemon.NewClient(sock), registry.StartOptions{Command: "true"}, &stderr)
 	if err != nil {
-		t.Fatalf("startKeyed: %v (stderr %q)", err, stderr.String())
+		require.FailNow(t, fmt.Sprintf("startKeyed: %v (stderr %q)", err, stderr.String()))
 	}
-	if in.ID != "proc_0123456789ab" || in.Reused {
-		t.Errorf("Info = %+v, want the process, not reused", in)
-	}
-	if keys := h.seen(); len(keys) != 2 || keys[0] != keys[1] || !registry.ValidKey(keys[0]) {
-		t.Errorf("keys of the two requests = %q, want one valid key twice", keys)
-	}
+	assert.Truef(t, in.ID == "proc_0123456789ab" && !in.Reused, "Info = %+v, want the process, not reused", in)
+	keys := h.seen()
+	assert.Truef(t, len(keys) == 2 && keys[0] == keys[1] && registry.ValidKey(keys[0]), "keys of the two requests = %q, want one valid key twice", keys)
 	if !strings.Contains(stderr.String(), "repeating it") {
-		t.Errorf("stderr does not say the start is repeated: %q", stderr.String())
+		assert.Fail(t, fmt.Sprintf("stderr does not say the start is repeated: %q", stderr.String()))
 	}
 
 	// Lost every time: the error is ErrDaemonLost, short, with what to do.
@@ -102,13 +101,9 @@ func TestStartKeyedRepeats(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = startKeyed(ctx, daemon.NewClient(sock2), registry.StartOptions{Command: "true"}, &stderr)
-	if !errors.Is(err, daemon.ErrDaemonLost) {
-		t.Fatalf("err = %v, want ErrDaemonLost", err)
-	}
-	if msg := err.Error(); len(msg) > 400 || !strings.Contains(msg, "start again") {
-		t.Errorf("error %q: want a short sentence that says what to do", msg)
-	}
-	if n := len(h2.seen()); n != 1+startRetries {
-		t.Errorf("%d requests, want %d", n, 1+startRetries)
-	}
+	require.Truef(t, errors.Is(err, daemon.ErrDaemonLost), "err = %v, want ErrDaemonLost", err)
+	msg := err.Error()
+	assert.Truef(t, len(msg) <= 400 && strings.Contains(msg, "start again"), "error %q: want a short sentence that says what to do", msg)
+	n := len(h2.seen())
+	assert.Truef(t, n == 1+startRetries, "%d requests, want %d", n, 1+startRetries)
 }

@@ -1,9 +1,12 @@
 // corral dashboard: the process list and the selected process's output,
 // kept live over one WebSocket (docs/api.md, "Dashboard WebSocket").
+// The server computes every text of the list (the columns and texts of
+// corral ps); this page only lays them out.
 "use strict";
 
 const $ = id => document.getElementById(id);
 const sessions = new Map(); // id -> session
+let columns = [];           // [{key, title}]: the texts of each session's row
 let selected = null;        // selected session id
 let screen = null;          // AnsiScreen of the selected session's output
 let nextOffset = 0;         // output offset received so far
@@ -39,6 +42,8 @@ function setConn(up) {
 
 const handlers = {
   sessions(m) {
+    columns = m.columns || [];
+    renderHead();
     sessions.clear();
     for (const s of m.sessions) sessions.set(s.id, s);
     renderList();
@@ -46,12 +51,12 @@ const handlers = {
   },
   session_updated(m) {
     sessions.set(m.session.id, m.session);
-    renderList();
+    scheduleList();
     if (m.session.id === selected) renderDetail();
   },
   session_removed(m) {
     sessions.delete(m.sessionId);
-    renderList();
+    scheduleList();
     if (m.sessionId === selected) { select(null); }
   },
   output(m) {
@@ -105,12 +110,21 @@ function matches(s) {
   return true;
 }
 
-function age(created) {
-  const d = Math.max(0, (Date.now() - Date.parse(created)) / 1000);
-  if (d < 60) return `${Math.floor(d)}s`;
-  if (d < 3600) return `${Math.floor(d / 60)}m`;
-  if (d < 86400) return `${Math.floor(d / 3600)}h${Math.floor(d % 3600 / 60)}m`;
-  return `${Math.floor(d / 86400)}d`;
+// text is session s's text in column key.
+function text(s, key) {
+  const i = columns.findIndex(c => c.key === key);
+  return (i >= 0 && s.row) ? s.row[i] : "";
+}
+
+function renderHead() {
+  const tr = document.createElement("tr");
+  for (const c of [...columns, { key: "labels", title: "LABELS" }]) {
+    const th = document.createElement("th");
+    th.textContent = c.title;
+    th.className = c.key;
+    tr.appendChild(th);
+  }
+  $("head").replaceChildren(tr);
 }
 
 function cell(tr, text, cls) {
@@ -119,6 +133,15 @@ function cell(tr, text, cls) {
   if (cls) td.className = cls;
   tr.appendChild(td);
   return td;
+}
+
+// scheduleList renders the list once per frame however many updates
+// came: every second each young process's age changes, one message each.
+let listDirty = false;
+function scheduleList() {
+  if (listDirty) return;
+  listDirty = true;
+  requestAnimationFrame(() => { listDirty = false; renderList(); });
 }
 
 function renderList() {
@@ -135,13 +158,12 @@ function renderList() {
     tr.dataset.id = s.id;
     const final = !["starting", "recovering", "running"].includes(s.state);
     tr.className = (final ? "final " : "") + (s.id === selected ? "selected" : "");
-    cell(tr, s.id, "id");
-    cell(tr, s.command, "cmd").title = s.command;
-    cell(tr, s.backend);
-    cell(tr, s.state_text, "state state-" + s.state + (s.backend_condition ? " sick" : ""));
-    cell(tr, age(s.created_at), "age").dataset.created = s.created_at;
-    cell(tr, s.pid ? String(s.pid) : "");
-    const labels = cell(tr, "");
+    columns.forEach((c, i) => {
+      const td = cell(tr, (s.row || [])[i] || "", c.key);
+      if (c.key === "state") td.className += " state-" + s.state + (s.backend_condition ? " sick" : "");
+      if (c.key === "command") td.title = td.textContent;
+    });
+    const labels = cell(tr, "", "labels");
     for (const [k, v] of Object.entries(s.labels || {})) {
       const span = document.createElement("span");
       span.className = "label";
@@ -153,7 +175,17 @@ function renderList() {
   }
   $("rows").replaceChildren(rows);
   $("empty").hidden = sessions.size !== 0;
+  $("nomatch").hidden = sessions.size === 0 || shown.length !== 0;
   $("count").textContent = `${shown.length} of ${sessions.size} processes`;
+  renderHint();
+}
+
+// renderHint fills the right pane while no process is chosen: how to
+// start one when there is none, else what choosing one does.
+function renderHint() {
+  $("hint").hidden = !!selected;
+  $("hint-start").hidden = sessions.size !== 0;
+  $("hint-choose").hidden = sessions.size === 0;
 }
 
 function select(id) {
@@ -179,9 +211,9 @@ function renderDetail() {
   if (!s) return;
   const final = !["starting", "recovering", "running"].includes(s.state);
   $("d-id").textContent = s.id;
-  $("d-state").textContent = s.state_text + (s.pty ? " · terminal" : "");
+  $("d-state").textContent = text(s, "state") + (s.pty ? " · terminal" : "");
   $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");
-  $("d-cmd").textContent = `${s.backend}: ${s.command}`;
+  $("d-cmd").textContent = `${s.backend}: ${text(s, "command")}`;
   const treeRuns = !final || s.tree_running;
   $("b-kill").disabled = !treeRuns;
   $("b-force").disabled = !treeRuns;
@@ -219,8 +251,5 @@ window.addEventListener("DOMContentLoaded", () => {
   };
   for (const id of ["f-state", "f-backend", "f-label"]) $(id).oninput = renderList;
   $("filters").onsubmit = ev => ev.preventDefault();
-  setInterval(() => {
-    for (const td of document.querySelectorAll("td.age")) td.textContent = age(td.dataset.created);
-  }, 1000);
   connect();
 });
