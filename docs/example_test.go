@@ -19,7 +19,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// On Windows the example's command needs a POSIX sh in PATH; where
+	// there is none (under Wine) the test binary stands in for it.
+	cleanup, err := provideShell()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// With a Cleanup, goleak leaves the exit (with its verdict) to it.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		cleanup()
+		os.Exit(code)
+	}))
 }
 
 // The body of Example, between the markers, is copied verbatim into
@@ -51,6 +62,10 @@ func Example() {
 	}
 	fmt.Printf("%s%s, state %s\n", res.Output, res.Status, res.State)
 	// readme:end
+
+	// The blank line above matters: go test reads only the last comment
+	// group, and runs the example only if that group begins with Output.
+
 	// Output:
 	// hello
 	// exit status 3, state exited

@@ -15,7 +15,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/corralhq/corral/internal/acptest"
+	"github.com/corralhq/corral/internal/testing/acptest"
 )
 
 // The scripted ACP agent: the test binary re-executed with

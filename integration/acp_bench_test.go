@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,8 +11,9 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/require"
 
-	"github.com/corralhq/corral/internal/acptest"
+	"github.com/corralhq/corral/internal/testing/acptest"
 )
 
 // copyRelayEnv makes the test binary (see TestMain) a byte-copying relay in
@@ -67,16 +69,10 @@ func BenchmarkACPRelay(b *testing.B) {
 func benchACPRoundTrip(b *testing.B, cmd *exec.Cmd, environ []string) {
 	cmd.Env = environ
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
+	require.NoError(b, cmd.Start())
 	defer func() {
 		_ = stdin.Close()
 		done := make(chan struct{})
@@ -93,16 +89,13 @@ func benchACPRoundTrip(b *testing.B, cmd *exec.Cmd, environ []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/", McpServers: []acp.McpServer{}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	req := acp.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "code"}
 	for b.Loop() {
-		if _, err := conn.SetSessionMode(ctx, req); err != nil {
-			b.Fatal(err)
-		}
+		_, err := conn.SetSessionMode(ctx, req)
+		require.NoError(b, err)
 	}
 }

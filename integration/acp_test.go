@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -18,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/acpterm"
-	"github.com/corralhq/corral/internal/acptest"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/acptest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 )
 
 // acpEditor plays an editor, written with the SDK, that started
@@ -55,12 +56,27 @@ func acpAgentCommand(t testing.TB, tapeDir string) ([]string, []string) {
 // agent, connects the editor, initializes and opens a session.
 func startACPEditor(t *testing.T, bin string, flags ...string) *acpEditor {
 	t.Helper()
-	e := &acpEditor{t: t, sent: &acptest.Tape{}, got: &acptest.Tape{}, stderr: &acptest.Tape{}, tapeDir: t.TempDir(),
-		client: &acptest.Editor{T: t}, exited: make(chan struct{})}
+	e := newACPEditor(t)
+	e.tapeDir = t.TempDir()
 	agentArgv, environ := acpAgentCommand(t, e.tapeDir)
 	args := append(append([]string{"acp"}, flags...), "--")
 	e.cmd = exec.Command(bin, append(args, agentArgv...)...)
 	e.cmd.Env = environ
+	e.start()
+	return e
+}
+
+func newACPEditor(t *testing.T) *acpEditor {
+	return &acpEditor{t: t, sent: &acptest.Tape{}, got: &acptest.Tape{}, stderr: &acptest.Tape{},
+		client: &acptest.Editor{T: t}, exited: make(chan struct{})}
+}
+
+// start runs e.cmd (corral acp), connects the editor to it, initializes
+// and opens a session; corral acp must exit within a minute of the
+// editor leaving at the test's end.
+func (e *acpEditor) start() {
+	t := e.t
+	t.Helper()
 	e.cmd.Stderr = e.stderr
 	var err error
 	e.stdin, err = e.cmd.StdinPipe()
@@ -79,7 +95,7 @@ func startACPEditor(t *testing.T, bin string, flags ...string) *acpEditor {
 		case <-time.After(time.Minute):
 			_ = e.cmd.Process.Kill()
 			<-e.exited
-			t.Errorf("corral acp did not exit within a minute of its editor leaving; stderr:\n%s", e.stderr.String())
+			assert.Fail(t, fmt.Sprintf("corral acp did not exit within a minute of its editor leaving; stderr:\n%s", e.stderr.String()))
 		}
 	})
 	e.conn = acp.NewClientSideConnection(e.client, io.MultiWriter(e.sent, e.stdin), io.TeeReader(stdout, e.got))
@@ -93,7 +109,6 @@ func startACPEditor(t *testing.T, bin string, flags ...string) *acpEditor {
 	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/", McpServers: []acp.McpServer{}})
 	require.NoError(t, err)
 	e.session = sess.SessionId
-	return e
 }
 
 func acpCtx(t testing.TB) context.Context {
@@ -296,7 +311,7 @@ func TestACPProxyKillsTerminalsWhenTheEditorLeaves(t *testing.T) {
 	select {
 	case <-e.exited:
 	case <-time.After(time.Minute):
-		t.Fatal("corral acp did not exit after the editor closed its stdin")
+		require.FailNow(t, "corral acp did not exit after the editor closed its stdin")
 	}
 	assert.NoError(t, e.waitErr, "stderr:\n%s", e.stderr.String())
 	proctest.RequireGone(t, marker)

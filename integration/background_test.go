@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/corralhq/corral/env"
@@ -248,6 +250,9 @@ func (b *bgBackend) killResult(t *testing.T) {
 
 // noEscalate: HUP reloads a server and returns; nothing is killed.
 func (b *bgBackend) noEscalate(t *testing.T) {
+	if signal.Ignored(syscall.SIGHUP) {
+		t.Skip("SIGHUP is ignored by this test's parent (run under nohup?), and the daemon's commands inherit that: a shell cannot trap it")
+	}
 	id := b.start(t, `trap 'echo reloaded' HUP; echo ready; while :; do sleep 0.05; done`)
 	b.waitLogs(t, id, "ready\n")
 	res := b.kill(t, id, "-s", "HUP", "--no-escalate", "--grace", "300ms")

@@ -16,10 +16,13 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/ssh/sshtest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -56,7 +59,7 @@ func chaosPS(t *testing.T, h *daemonHome, args ...string) string {
 	var r cliResult
 	chaosWithin(t, "corral "+strings.Join(args, " "), chaosListBound+chaosCLIOverhead, func() { r = h.run(args...) })
 	if r.code != 0 {
-		t.Fatalf("corral %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		require.FailNow(t, fmt.Sprintf("corral %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr))
 	}
 	return r.stdout
 }
@@ -72,9 +75,7 @@ func chaosAPIList(t *testing.T, c *daemon.Client) map[string]registry.Info {
 		defer cancel()
 		list, err = c.List(ctx, registry.ListOptions{All: true, Ports: true})
 	})
-	if err != nil {
-		t.Fatalf("list: %v", err)
-	}
+	require.NoError(t, err, "list")
 	m := map[string]registry.Info{}
 	for _, in := range list {
 		m[in.ID] = in
@@ -96,15 +97,13 @@ func chaosPSUntil(t *testing.T, h *daemonHome, what string, cond func(out string
 		took := time.Since(began)
 		slowest = max(slowest, took)
 		if took > bound {
-			t.Errorf("chaos: corral %s took %s, over its bound of %s", strings.Join(args, " "), took.Round(time.Millisecond), bound)
+			assert.Fail(t, fmt.Sprintf("chaos: corral %s took %s, over its bound of %s", strings.Join(args, " "), took.Round(time.Millisecond), bound))
 		}
 		if r.code == 0 && cond(r.stdout) {
 			t.Logf("chaos: corral %s (until %s): each within %s (bound %s)", strings.Join(args, " "), what, slowest.Round(time.Millisecond), bound)
 			return r.stdout
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last output (exit %d):\n%s%s", what, r.code, r.stdout, r.stderr)
-		}
+		require.Falsef(t, time.Now().After(deadline), "timed out waiting for %s; last output (exit %d):\n%s%s", what, r.code, r.stdout, r.stderr)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -150,9 +149,7 @@ func waitKillFinished(t *testing.T, c *daemon.Client, id string, bound time.Dura
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no kill_finished event for %s within %s after the backend came back (last error %v)", id, bound, err)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no kill_finished event for %s within %s after the backend came back (last error %v)", id, bound, err)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -174,18 +171,15 @@ func TestChaosBackendDockerPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ins, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	id := ins.Container.ID
 	cancel()
 	pause := func() {
 		waitExecsSettled(t, id)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := cli.ContainerPause(ctx, name, client.ContainerPauseOptions{}); err != nil {
-			t.Fatalf("docker pause: %v", err)
-		}
+		_, err := cli.ContainerPause(ctx, name, client.ContainerPauseOptions{})
+		require.NoError(t, err, "docker pause")
 	}
 	unpause := func() { chaosUnpause(t, cli, name, id) }
 	t.Cleanup(unpause) // before the daemon home's cleanup kills what is left
@@ -205,69 +199,53 @@ func TestChaosBackendDockerPause(t *testing.T) {
 		return strings.Contains(psLine(out, sick), "running ("+target+" paused)")
 	}, "ps")
 	if line := psLine(out, sick); !strings.Contains(line, " ? ") {
-		t.Errorf("ps: the paused process's ports are not \"?\": %q", line)
+		assert.Fail(t, fmt.Sprintf("ps: the paused process's ports are not \"?\": %q", line))
 	}
 	if line := psLine(out, healthy); !strings.Contains(line, "running ") || strings.Contains(line, "paused") {
-		t.Errorf("ps: the local process is not listed as plainly running: %q", line)
+		assert.Fail(t, fmt.Sprintf("ps: the local process is not listed as plainly running: %q", line))
 	}
 	if line := psLine(chaosPS(t, h, "ps", "-a"), sick); !strings.Contains(line, "paused") {
-		t.Errorf("ps -a: %q", line)
+		assert.Fail(t, fmt.Sprintf("ps -a: %q", line))
 	}
 	var infos []registry.Info
-	if err := json.Unmarshal([]byte(chaosPS(t, h, "ps", "--json")), &infos); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(chaosPS(t, h, "ps", "--json")), &infos))
 	for _, in := range infos {
-		if in.ID == sick && (in.BackendCondition != env.ConditionPaused || !in.PortsUnknown) {
-			t.Errorf("ps --json: %s has condition %q, ports_unknown %v", sick, in.BackendCondition, in.PortsUnknown)
-		}
+		assert.Truef(t, in.ID != sick || in.BackendCondition == env.ConditionPaused && in.PortsUnknown, "ps --json: %s has condition %q, ports_unknown %v", sick, in.BackendCondition, in.PortsUnknown)
 	}
 	api := chaosAPIList(t, c)
 	if in := api[sick]; in.BackendCondition != env.ConditionPaused || in.State != registry.StateRunning {
-		t.Errorf("API list: %s is %s with condition %q", sick, in.State, in.BackendCondition)
+		assert.Fail(t, fmt.Sprintf("API list: %s is %s with condition %q", sick, in.State, in.BackendCondition))
 	}
 	// Every socket of the paused backend: refused at once, saying why.
 	var ports cliResult
 	chaosWithin(t, "corral ports --backend "+target, chaosListBound+chaosCLIOverhead, func() { ports = h.run("ports", "--backend", target) })
-	if ports.code == 0 || !strings.Contains(ports.stderr, "paused") {
-		t.Errorf("ports of a paused container: exit %d, stdout %q, stderr %q", ports.code, ports.stdout, ports.stderr)
-	}
+	assert.Truef(t, ports.code != 0 && strings.Contains(ports.stderr, "paused"), "ports of a paused container: exit %d, stdout %q, stderr %q", ports.code, ports.stdout, ports.stderr)
 	chaosShortError(t, ports.stderr)
 	doctor := h.run("doctor")
-	if !strings.Contains(doctor.stdout, "open "+target) || !strings.Contains(doctor.stdout, "paused") {
-		t.Errorf("doctor does not show %s paused:\n%s", target, doctor.stdout)
-	}
+	assert.Truef(t, strings.Contains(doctor.stdout, "open "+target) && strings.Contains(doctor.stdout, "paused"), "doctor does not show %s paused:\n%s", target, doctor.stdout)
 
 	// kill --grace 1s: not killed, pending, said in a short line.
 	r := chaosKill(t, h, time.Second, "kill", "--grace", "1s", sick)
-	if r.code == 0 || !strings.Contains(r.stdout, sick+" NOT killed, unreachable") {
-		t.Errorf("kill of a process in a paused container: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, r.code != 0 && strings.Contains(r.stdout, sick+" NOT killed, unreachable"), "kill of a process in a paused container: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	chaosShortError(t, r.stderr)
-	if line := psLine(chaosPS(t, h, "ps"), sick); !strings.Contains(line, "kill pending") {
-		t.Errorf("ps after the kill: %q", line)
-	}
+	line := psLine(chaosPS(t, h, "ps"), sick)
+	assert.Truef(t, strings.Contains(line, "kill pending"), "ps after the kill: %q", line)
 
 	// kill --all: the local process is killed, the paused ones are not.
 	r = chaosKill(t, h, time.Second, "kill", "--all", "--grace", "1s")
-	if !strings.Contains(r.stdout, healthy+" killed") || !strings.Contains(r.stdout, killAllVictim+" NOT killed, unreachable") {
-		t.Errorf("kill --all: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, strings.Contains(r.stdout, healthy+" killed") && strings.Contains(r.stdout, killAllVictim+" NOT killed, unreachable"), "kill --all: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	chaosShortError(t, r.stderr)
 
 	// The container comes back: both pending kills run, and say so.
 	unpause()
 	for _, id := range []string{sick, killAllVictim} {
 		ev := waitKillFinished(t, c, id, chaosHealBound)
-		if ev.Kill == nil || ev.Kill.State != registry.StateKilled || ev.Kill.Unreachable {
-			t.Errorf("kill_finished for %s: %+v", id, ev.Kill)
-		}
+		assert.Truef(t, ev.Kill != nil && ev.Kill.State == registry.StateKilled && !ev.Kill.Unreachable, "kill_finished for %s: %+v", id, ev.Kill)
 	}
 	api = chaosAPIList(t, c)
 	for _, id := range []string{sick, killAllVictim} {
-		if in := api[id]; in.State != registry.StateKilled || in.KillPending || in.BackendCondition != "" {
-			t.Errorf("after the container came back, %s is %s (kill pending %v, condition %q)", id, in.State, in.KillPending, in.BackendCondition)
-		}
+		in := api[id]
+		assert.Truef(t, in.State == registry.StateKilled && !in.KillPending && in.BackendCondition == "", "after the container came back, %s is %s (kill pending %v, condition %q)", id, in.State, in.KillPending, in.BackendCondition)
 	}
 
 	// shutdown --kill-all while paused: bounded, and what it could not
@@ -275,9 +253,7 @@ func TestChaosBackendDockerPause(t *testing.T) {
 	last := chaosStart(t, h, target, "sleep 3600; : "+marker+"-last")
 	pause()
 	r = chaosKill(t, h, 5*time.Second, "shutdown", "--kill-all")
-	if !strings.Contains(r.stdout, last+" NOT killed, unreachable") {
-		t.Errorf("shutdown --kill-all with a paused container: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, strings.Contains(r.stdout, last+" NOT killed, unreachable"), "shutdown --kill-all with a paused container: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	chaosShortError(t, r.stderr)
 	if h.serve != nil {
 		h.serve.Wait()
@@ -336,7 +312,7 @@ func waitExecsSettled(t *testing.T, id string) {
 			quiet++
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("execs into container %s did not settle within a minute", id[:12])
+			require.FailNow(t, fmt.Sprintf("execs into container %s did not settle within a minute", id[:12]))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -413,9 +389,7 @@ type chaosRelay struct {
 func newChaosRelay(t *testing.T, to string) *chaosRelay {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := &chaosRelay{ln: ln, to: to}
 	r.cond = sync.NewCond(&r.mu)
 	go r.serve()
@@ -494,18 +468,14 @@ func (r *chaosRelay) close() {
 func (h *daemonHome) trustRelay(srv *sshtest.Server, relay *chaosRelay) {
 	h.t.Helper()
 	b, err := os.ReadFile(srv.KnownHosts)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, err)
 	from := fmt.Sprintf("[%s]:%d ", srv.Host, srv.Port)
 	to := fmt.Sprintf("[%s]:%d ", srv.Host, relay.port())
 	f, err := os.OpenFile(filepath.Join(h.home, ".ssh", "known_hosts"), os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, err)
 	defer f.Close()
 	if _, err := io.WriteString(f, strings.ReplaceAll(string(b), from, to)); err != nil {
-		h.t.Fatal(err)
+		require.FailNow(h.t, fmt.Sprint(err))
 	}
 }
 
@@ -515,8 +485,8 @@ func TestChaosBackendSSH(t *testing.T) {
 	sshtest.Require(t)
 	bin := buildCorral(t)
 	since := time.Now()
-	marker := sshMarker()
-	t.Cleanup(func() { sshKillMarked(marker) })
+	marker := proctest.Marker()
+	t.Cleanup(func() { proctest.KillWith(marker) })
 	srv := sshtest.Start(t)
 	relay := newChaosRelay(t, srv.Addr())
 	h := newDaemonHome(t, bin)
@@ -533,7 +503,7 @@ func TestChaosBackendSSH(t *testing.T) {
 	healthy := chaosStart(t, h, "local", "sleep 3600; : "+marker)
 	quiet := chaosStart(t, h, silent, "sleep 3600; : "+marker)
 	waitCond(t, "the process over the relay to run", func() bool {
-		return len(sshMarkerPIDs(marker)) >= 2
+		return len(proctest.PIDsWithWord(marker)) >= 2
 	})
 
 	// The route goes silent.
@@ -541,18 +511,15 @@ func TestChaosBackendSSH(t *testing.T) {
 	out := chaosPSUntil(t, h, "the silent host shows unreachable", func(out string) bool {
 		return strings.Contains(psLine(out, quiet), "running ("+silent+" unreachable)")
 	}, "ps")
-	if line := psLine(out, healthy); strings.Contains(line, "unreachable") {
-		t.Errorf("ps: the local process shows another backend's condition: %q", line)
-	}
+	line := psLine(out, healthy)
+	assert.Falsef(t, strings.Contains(line, "unreachable"), "ps: the local process shows another backend's condition: %q", line)
 	chaosAPIList(t, c)
 	r := chaosKill(t, h, time.Second, "kill", "--grace", "1s", quiet)
-	if r.code == 0 || !strings.Contains(r.stdout, quiet+" NOT killed, unreachable") {
-		t.Errorf("kill over a blackholed route: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, r.code != 0 && strings.Contains(r.stdout, quiet+" NOT killed, unreachable"), "kill over a blackholed route: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	chaosShortError(t, r.stderr)
 	relay.heal()
 	if ev := waitKillFinished(t, c, quiet, chaosHealBound); ev.Kill == nil || ev.Kill.State != registry.StateKilled {
-		t.Errorf("kill_finished after the route healed: %+v", ev.Kill)
+		assert.Fail(t, fmt.Sprintf("kill_finished after the route healed: %+v", ev.Kill))
 	}
 
 	// sshd dies, with every connection it served.
@@ -563,21 +530,15 @@ func TestChaosBackendSSH(t *testing.T) {
 		return strings.Contains(psLine(out, down), "running ("+direct+" unreachable)")
 	}, "ps")
 	r = chaosKill(t, h, time.Second, "kill", "--grace", "1s", down)
-	if r.code == 0 || !strings.Contains(r.stdout, down+" NOT killed, unreachable") {
-		t.Errorf("kill with sshd down: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, r.code != 0 && strings.Contains(r.stdout, down+" NOT killed, unreachable"), "kill with sshd down: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	chaosShortError(t, r.stderr)
 	r = chaosKill(t, h, time.Second, "kill", "--all", "--grace", "1s")
-	if !strings.Contains(r.stdout, healthy+" killed") || !strings.Contains(r.stdout, down+" NOT killed, unreachable") {
-		t.Errorf("kill --all with sshd down: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	assert.Truef(t, strings.Contains(r.stdout, healthy+" killed") && strings.Contains(r.stdout, down+" NOT killed, unreachable"), "kill --all with sshd down: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	srv.Restart(t)
-	if ev := waitKillFinished(t, c, down, chaosHealBound); ev.Kill == nil || ev.Kill.State != registry.StateKilled {
-		t.Errorf("kill_finished after sshd came back: %+v", ev.Kill)
-	}
-	if left := sshMarkerPIDs(marker); len(left) > 0 {
-		t.Errorf("processes of the test still run after every kill finished: %v", left)
-	}
+	ev := waitKillFinished(t, c, down, chaosHealBound)
+	assert.Truef(t, ev.Kill != nil && ev.Kill.State == registry.StateKilled, "kill_finished after sshd came back: %+v", ev.Kill)
+	left := proctest.PIDsWithWord(marker)
+	assert.Truef(t, len(left) <= 0, "processes of the test still run after every kill finished: %v", left)
 
 	h.mustRun("shutdown", "--kill-all")
 	if h.serve != nil {

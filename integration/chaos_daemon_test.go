@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/registry"
 )
@@ -135,7 +137,7 @@ func TestChaosDaemonKilledDuringStarts(t *testing.T) {
 			// A client waits at most 15 s for a daemon to come back, and
 			// the test restarts it at once.
 			if c.took > time.Minute {
-				t.Errorf("client %d took %s", c.i, c.took.Round(time.Millisecond))
+				assert.Fail(t, fmt.Sprintf("client %d took %s", c.i, c.took.Round(time.Millisecond)))
 			}
 			clients = append(clients, c)
 		}
@@ -156,19 +158,15 @@ func TestChaosDaemonKilledDuringStarts(t *testing.T) {
 				ok++
 				id := strings.TrimSpace(c.res.stdout)
 				in, tracked := running[id]
-				if !tracked || !strings.HasSuffix(in.Command, cmd) {
-					t.Errorf("round %d: client %d printed %q, which the restarted daemon does not list running with its command (%+v)", round, c.i, id, in)
-				}
-				if !alive[c.i] {
-					t.Errorf("round %d: client %d printed %s, but its command does not run", round, c.i, id)
-				}
+				assert.Truef(t, tracked && strings.HasSuffix(in.Command, cmd), "round %d: client %d printed %q, which the restarted daemon does not list running with its command (%+v)", round, c.i, id, in)
+				assert.Truef(t, alive[c.i], "round %d: client %d printed %s, but its command does not run", round, c.i, id)
 				continue
 			}
 			failed++
 			why[strings.TrimSpace(c.res.stderr)]++
 			chaosShortError(t, c.res.stderr)
 			if alive[c.i] {
-				t.Errorf("round %d: client %d failed (%q) but its command runs", round, c.i, strings.TrimSpace(c.res.stderr))
+				assert.Fail(t, fmt.Sprintf("round %d: client %d failed (%q) but its command runs", round, c.i, strings.TrimSpace(c.res.stderr)))
 			}
 		}
 		tracked := map[string]bool{}
@@ -176,9 +174,7 @@ func TestChaosDaemonKilledDuringStarts(t *testing.T) {
 			tracked[in.Command] = true
 		}
 		for i := range alive {
-			if !tracked[fmt.Sprintf("sleep 3600; : %s-%d", rmark, i)] {
-				t.Errorf("round %d: the command of client %d runs untracked", round, i)
-			}
+			assert.Truef(t, tracked[fmt.Sprintf("sleep 3600; : %s-%d", rmark, i)], "round %d: the command of client %d runs untracked", round, i)
 		}
 		chaosWithin(t, "kill --all of the round", 30*time.Second, func() { h.mustRun("kill", "--all", "--force", "--label", label) })
 		waitCond(t, "the round's processes to end", func() bool { return len(marked(since, rmark+"-")) == 0 })
@@ -230,35 +226,37 @@ func TestChaosDaemonRestartRecovering(t *testing.T) {
 	h.serve.Wait()
 	h.serve = nil
 	ctx := dockerCtx(t)
-	if _, err := cli.ContainerPause(ctx, name, client.ContainerPauseOptions{}); err != nil {
-		t.Fatalf("docker pause: %v", err)
-	}
+	_, err := cli.ContainerPause(ctx, name, client.ContainerPauseOptions{})
+	require.NoError(t, err, "docker pause")
 
 	// The client that auto-starts the daemon waits for nothing but the
 	// socket, and says what is going on.
 	var res cliResult
 	chaosWithin(t, "ps that auto-starts a recovering daemon", time.Second, func() { res = h.run("ps", "-a", "--label", label) })
-	if res.code != 0 {
-		t.Fatalf("ps: exit %d: %s", res.code, res.stderr)
-	}
-	if !strings.Contains(res.stderr, "started the corral daemon") || !strings.Contains(res.stderr, "recovering") {
-		t.Errorf("the client that auto-started a recovering daemon did not say so: %q", res.stderr)
-	}
-	if got := strings.Count(res.stdout, "recovering"); got != n {
-		t.Errorf("ps lists %d processes recovering, want %d:\n%s", got, n, res.stdout)
-	}
+	require.Truef(t, res.code == 0, "ps: exit %d: %s", res.code, res.stderr)
+	assert.Truef(t, strings.Contains(res.stderr, "started the corral daemon") && strings.Contains(res.stderr, "recovering"), "the client that auto-started a recovering daemon did not say so: %q", res.stderr)
+	got := strings.Count(res.stdout, "recovering")
+	assert.Truef(t, got == n, "ps lists %d processes recovering, want %d:\n%s", got, n, res.stdout)
 	chaosWithin(t, "ps of a daemon whose container is paused", time.Second, func() { h.mustRun("ps", "-a", "--label", label) })
 
 	unpause(cli, name)
 	chaosWithin(t, "re-attach after unpause", 20*time.Second, func() {
 		infos := waitRecovered(t, h, label)
 		for _, in := range infos {
-			if in.State != registry.StateRunning {
-				t.Errorf("%s is %s after the re-attach (%s), want running", in.ID, in.State, in.Reason)
-			}
+			assert.Truef(t, in.State == registry.StateRunning, "%s is %s after the re-attach (%s), want running", in.ID, in.State, in.Reason)
 		}
 	})
-	chaosWithin(t, "kill --all", 30*time.Second, func() { h.mustRun("kill", "--all", "--force", "--label", label) })
+	// The kill answers at once either way. On a loaded machine a container
+	// just unpaused can answer 20 kills' looks later than their deadline:
+	// those kills are reported pending (never killed) and run as soon as
+	// it answers; what must hold is that every process ends.
+	chaosWithin(t, "kill --all", 30*time.Second, func() {
+		res := h.run("kill", "--all", "--force", "--label", label)
+		if res.code != 0 {
+			require.Containsf(t, res.stderr, "the kills are pending", "kill --all: exit %d: %s", res.code, res.stderr)
+			t.Logf("chaos: kill --all on a just-unpaused container under load: %s", strings.TrimSpace(res.stderr))
+		}
+	})
 	waitCond(t, "the killed processes to end", func() bool { return len(marked(since, mark)) == 0 })
 	h.mustRun("shutdown", "--kill-all")
 	// The first daemon stopped without --kill-all and so left its armed
@@ -283,24 +281,20 @@ func TestChaosDaemonStateFull(t *testing.T) {
 		t.Skip("real daemon")
 	}
 	if os.Geteuid() != 0 {
-		if os.Getenv("CORRAL_REQUIRE_DOCKER") == "1" {
-			t.Fatal("mounting a tmpfs needs root (CORRAL_REQUIRE_DOCKER=1 requires this test to run)")
-		}
+		require.True(t, os.Getenv("CORRAL_REQUIRE_DOCKER") != "1", "mounting a tmpfs needs root (CORRAL_REQUIRE_DOCKER=1 requires this test to run)")
 		t.Skip("mounting a tmpfs needs root (set CORRAL_REQUIRE_DOCKER=1 to fail instead)")
 	}
 	// Mounted before the daemon's home is made, so that it is unmounted
 	// after the daemon's cleanup stopped it.
 	mnt, err := os.MkdirTemp("", "chaos-tmpfs-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
 		os.Remove(mnt)
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
+		require.FailNow(t, fmt.Sprintf("mount tmpfs: %v: %s", err, out))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
+			assert.Fail(t, fmt.Sprintf("umount %s: %v: %s", mnt, err, out))
 			exec.Command("umount", "-l", mnt).Run()
 		}
 		os.Remove(mnt)
@@ -319,26 +313,18 @@ func TestChaosDaemonStateFull(t *testing.T) {
 	chaosWithin(t, "start on a full state directory", 5*time.Second, func() {
 		res = h.run("start", "--label", label, "--", "sleep 3600; : "+mark+"-full")
 	})
-	if res.code == 0 {
-		t.Fatalf("start on a full state directory succeeded: %q", res.stdout)
-	}
+	require.Truef(t, res.code != 0, "start on a full state directory succeeded: %q", res.stdout)
 	t.Logf("chaos: the refusal: %s", strings.TrimSpace(res.stderr))
 	chaosShortError(t, res.stderr)
-	if !strings.Contains(res.stderr, "free space") || !strings.Contains(res.stderr, "nothing was started") {
-		t.Errorf("the refusal does not say what happened and what to do: %q", res.stderr)
-	}
-	if left := marked(since, mark+"-full"); len(left) > 0 {
-		t.Errorf("a refused start runs: %q", left)
-	}
+	assert.Truef(t, strings.Contains(res.stderr, "free space") && strings.Contains(res.stderr, "nothing was started"), "the refusal does not say what happened and what to do: %q", res.stderr)
+	left := marked(since, mark+"-full")
+	assert.Truef(t, len(left) <= 0, "a refused start runs: %q", left)
 	chaosWithin(t, "ps on a full state directory", time.Second, func() {
-		if out := h.mustRun("ps", "-a", "--label", label); strings.Contains(out, mark+"-full") {
-			t.Errorf("ps lists the refused start:\n%s", out)
-		}
+		out := h.mustRun("ps", "-a", "--label", label)
+		assert.Falsef(t, strings.Contains(out, mark+"-full"), "ps lists the refused start:\n%s", out)
 	})
 
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(filler))
 	h.mustRun("start", "--label", label, "--", "sleep 3600; : "+mark+"-after")
 	h.mustRun("kill", "--all", "--force", "--label", label)
 	h.mustRun("shutdown", "--kill-all")
@@ -351,16 +337,12 @@ func TestChaosDaemonStateFull(t *testing.T) {
 func fill(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	buf := make([]byte, 4096)
 	for {
 		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v", path, err)
-			}
+			require.Truef(t, errors.Is(err, syscall.ENOSPC), "fill %s: %v", path, err)
 			return
 		}
 	}

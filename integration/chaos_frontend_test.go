@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,15 +17,13 @@ import (
 	"testing"
 	"time"
 
-	acp "github.com/coder/acp-go-sdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/acpterm"
 	"github.com/corralhq/corral/daemon"
-	"github.com/corralhq/corral/internal/acptest"
-	"github.com/corralhq/corral/internal/proctest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -58,7 +57,7 @@ func waitGoneWithin(t *testing.T, what string, bound time.Duration, since time.T
 	left := proctest.Sleepers(marker)
 	t.Logf("chaos: %s: %s (bound %s; %d left)", what, took.Round(time.Millisecond), bound, len(left))
 	if len(left) > 0 || took > bound {
-		t.Errorf("chaos: %s: still %d processes after %s, over its bound of %s", what, len(left), took.Round(time.Millisecond), bound)
+		assert.Fail(t, fmt.Sprintf("chaos: %s: still %d processes after %s, over its bound of %s", what, len(left), took.Round(time.Millisecond), bound))
 	}
 	return took
 }
@@ -244,7 +243,7 @@ func TestChaosFrontEndACPKilled(t *testing.T) {
 	select {
 	case <-e.exited:
 	case <-time.After(frontEndCall):
-		t.Fatal("corral acp did not die of SIGKILL")
+		require.FailNow(t, "corral acp did not die of SIGKILL")
 	}
 	waitCond(t, "the terminal listed as killed", func() bool {
 		l := h.list(acpterm.SessionLabel + "=" + string(e.session))
@@ -258,39 +257,11 @@ func TestChaosFrontEndACPKilled(t *testing.T) {
 // variable).
 func startACPEditorEnv(t *testing.T, bin string, environ []string, dir string) *acpEditor {
 	t.Helper()
-	e := &acpEditor{t: t, sent: &acptest.Tape{}, got: &acptest.Tape{}, stderr: &acptest.Tape{},
-		client: &acptest.Editor{T: t}, exited: make(chan struct{})}
+	e := newACPEditor(t)
 	agentArgv, _ := acpAgentCommand(t, "")
 	e.cmd = exec.Command(bin, append([]string{"acp", "--"}, agentArgv...)...)
 	e.cmd.Env, e.cmd.Dir = append(slices.Clone(environ), acpAgentEnv+"=1"), dir
-	e.cmd.Stderr = e.stderr
-	var err error
-	e.stdin, err = e.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := e.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, e.cmd.Start())
-	go func() {
-		e.waitErr = e.cmd.Wait()
-		close(e.exited)
-	}()
-	t.Cleanup(func() {
-		_ = e.stdin.Close()
-		select {
-		case <-e.exited:
-		case <-time.After(time.Minute):
-			_ = e.cmd.Process.Kill()
-			<-e.exited
-		}
-	})
-	e.conn = acp.NewClientSideConnection(e.client, e.stdin, stdout)
-	ctx := acpCtx(t)
-	_, err = e.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
-		ClientInfo: &acp.Implementation{Name: "corral-chaos-editor", Version: "1"}})
-	require.NoError(t, err, "initialize; corral stderr:\n%s", e.stderr.String())
-	sess, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/", McpServers: []acp.McpServer{}})
-	require.NoError(t, err)
-	e.session = sess.SessionId
+	e.start()
 	return e
 }
 
@@ -323,9 +294,7 @@ func TestChaosFrontEndEnv(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &so, &se
 		err := cmd.Run()
 		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("corral %q: %v", args, err)
-		}
+		require.Truef(t, err == nil || errors.As(err, &ee), "corral %q: %v", args, err)
 		return cliResult{code: cmd.ProcessState.ExitCode(), stdout: so.String(), stderr: se.String()}
 	}
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/internal/procstat"
 )
@@ -32,7 +36,7 @@ func chaosWithin(t *testing.T, what string, bound time.Duration, fn func()) time
 	took := time.Since(start)
 	t.Logf("chaos: %s took %s (bound %s)", what, took.Round(time.Millisecond), bound)
 	if took > bound {
-		t.Errorf("chaos: %s took %s, over its bound of %s", what, took.Round(time.Millisecond), bound)
+		assert.Fail(t, fmt.Sprintf("chaos: %s took %s, over its bound of %s", what, took.Round(time.Millisecond), bound))
 	}
 	return took
 }
@@ -48,19 +52,13 @@ func chaosShortError(t *testing.T, msg string, inputs ...string) {
 	t.Helper()
 	msg = strings.TrimSpace(msg)
 	if msg == "" {
-		t.Errorf("chaos: empty error message")
+		assert.Fail(t, "chaos: empty error message")
 		return
 	}
-	if len(msg) > maxErrorBytes {
-		t.Errorf("chaos: error is %d bytes, over %d: %.200q…", len(msg), maxErrorBytes, msg)
-	}
-	if !utf8.ValidString(msg) {
-		t.Errorf("chaos: error is not valid UTF-8: %.200q", msg)
-	}
+	assert.Truef(t, len(msg) <= maxErrorBytes, "chaos: error is %d bytes, over %d: %.200q…", len(msg), maxErrorBytes, msg)
+	assert.Truef(t, utf8.ValidString(msg), "chaos: error is not valid UTF-8: %.200q", msg)
 	for _, in := range inputs {
-		if in != "" && strings.Contains(msg, in) {
-			t.Errorf("chaos: error echoes its input (%.40q…): %.200q", in, msg)
-		}
+		assert.Truef(t, in == "" || !strings.Contains(msg, in), "chaos: error echoes its input (%.40q…): %.200q", in, msg)
 	}
 }
 
@@ -159,7 +157,7 @@ func chaosNoLeftoversWhere(t *testing.T, since time.Time, bound time.Duration, m
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("chaos: %d processes left running after %s:\n  %s", len(left), bound, strings.Join(left, "\n  "))
+			assert.Fail(t, fmt.Sprintf("chaos: %d processes left running after %s:\n  %s", len(left), bound, strings.Join(left, "\n  ")))
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -198,19 +196,16 @@ func TestChaosLeftoverCheck(t *testing.T) {
 	// travels as the name of a shell that runs sleep.
 	cmd := exec.Command("sh", "-c", "sleep 30; :", marker)
 	cmd.Env = append(os.Environ(), scope)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	if left := chaosLeftoversWhere(since, ours, marker); len(left) != 1 {
-		t.Fatalf("chaosLeftoversWhere found %d processes with the marker in scope, want 1: %q", len(left), left)
+		require.FailNow(t, fmt.Sprintf("chaosLeftoversWhere found %d processes with the marker in scope, want 1: %q", len(left), left))
 	}
 	if left := chaosLeftoversWhere(since, func(string) bool { return false }, marker); len(left) != 0 {
-		t.Fatalf("chaosLeftoversWhere counted a process out of its scope: %q", left)
+		require.FailNow(t, fmt.Sprintf("chaosLeftoversWhere counted a process out of its scope: %q", left))
 	}
-	if left := chaosLeftoversWhere(time.Now().Add(time.Minute), ours, marker); len(left) != 0 {
-		t.Fatalf("chaosLeftoversWhere counted a process started before the mark: %q", left)
-	}
+	left := chaosLeftoversWhere(time.Now().Add(time.Minute), ours, marker)
+	require.Truef(t, len(left) == 0, "chaosLeftoversWhere counted a process started before the mark: %q", left)
 	cmd.Process.Kill()
 	cmd.Wait()
 	chaosNoLeftoversWhere(t, since, 5*time.Second, ours, marker)

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/registry"
 )
@@ -56,16 +59,15 @@ func chaosDaemon(t *testing.T, envs []string, extra ...string) (h *daemonHome, c
 		stopped = true
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := c.Shutdown(ctx, true); err != nil {
-			t.Errorf("shutdown --kill-all: %v", err)
-		}
+		_, err := c.Shutdown(ctx, true)
+		assert.NoError(t, err, "shutdown --kill-all")
 		c.CloseIdle()
 		done := make(chan struct{})
 		go func() { h.serve.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(time.Minute):
-			t.Errorf("the daemon did not exit within a minute of its shutdown")
+			assert.Fail(t, "the daemon did not exit within a minute of its shutdown")
 			h.serve.Process.Kill()
 			<-done
 		}
@@ -101,14 +103,10 @@ func TestChaosInputLongCommand(t *testing.T) {
 			})
 			if err != nil {
 				chaosShortError(t, err.Error(), command[100:200])
-				t.Fatalf("%s: %.300v", what, err)
+				require.FailNow(t, fmt.Sprintf("%s: %.300v", what, err))
 			}
-			if res.State != registry.StateExited || res.Status == nil || res.Status.Code != 0 || string(res.Output) != want {
-				t.Errorf("%s: %s %v, output %.100q; want exit 0, output %q", what, res.State, res.Status, res.Output, want)
-			}
-			if len(res.Command) > registry.MaxRecordedCommand {
-				t.Errorf("%s: the result records a %d-byte command", what, len(res.Command))
-			}
+			assert.Truef(t, res.State == registry.StateExited && res.Status != nil && res.Status.Code == 0 && string(res.Output) == want, "%s: %s %v, output %.100q; want exit 0, output %q", what, res.State, res.Status, res.Output, want)
+			assert.Truef(t, len(res.Command) <= registry.MaxRecordedCommand, "%s: the result records a %d-byte command", what, len(res.Command))
 		}
 	}
 	stop()
@@ -119,16 +117,14 @@ func TestChaosInputLongCommand(t *testing.T) {
 func rss(t *testing.T, pid int) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	require.FailNow(t, "no VmRSS")
 	return 0
 }
 
@@ -150,9 +146,7 @@ func TestChaosInputFailedStarts(t *testing.T) {
 			defer cancel()
 			_, err = c.Start(ctx, registry.StartOptions{Command: command, Dir: "/nonexistent/chaos"})
 		})
-		if err == nil {
-			t.Fatal("a start in a directory that does not exist succeeded")
-		}
+		require.Error(t, err, "a start in a directory that does not exist succeeded")
 		if i == 1 {
 			t.Logf("chaos: the error: %s", err)
 		}
@@ -168,33 +162,24 @@ func TestChaosInputFailedStarts(t *testing.T) {
 	t.Logf("chaos: daemon RSS %d MiB after one failed 7 MB start, %d MiB after %d more", before>>20, after>>20, n)
 	// A request's own buffers come and go (a few times the command); what
 	// must not happen is growth per failure.
-	if grown := after - before; grown > 96<<20 {
-		t.Errorf("chaos: %d failed 7 MB starts grew the daemon by %d MiB", n, grown>>20)
-	}
+	grown := after - before
+	assert.Truef(t, grown <= 96<<20, "chaos: %d failed 7 MB starts grew the daemon by %d MiB", n, grown>>20)
 	st, err := os.Stat(filepath.Join(h.home, ".local", "state", "corral", "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("chaos: state.json is %d bytes with %d failed 7 MB starts", st.Size(), n+1)
 	if st.Size() > 256<<10 {
-		t.Errorf("chaos: state.json is %d bytes after %d failed starts", st.Size(), n+1)
+		assert.Fail(t, fmt.Sprintf("chaos: state.json is %d bytes after %d failed starts", st.Size(), n+1))
 	}
 	list, err := c.List(context.Background(), registry.ListOptions{All: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, in := range list {
-		if len(in.Command) > registry.MaxRecordedCommand || len(in.Reason) > 1100 {
-			t.Errorf("chaos: %s records a %d-byte command and a %d-byte reason", in.ID, len(in.Command), len(in.Reason))
-		}
+		assert.Truef(t, len(in.Command) <= registry.MaxRecordedCommand && len(in.Reason) <= 1100, "chaos: %s records a %d-byte command and a %d-byte reason", in.ID, len(in.Command), len(in.Reason))
 	}
 
 	// A malformed duration beside a long command: 400, briefly.
 	body, _ := json.Marshal(map[string]any{"command": command, "ttl": true})
 	status, msg := chaosRaw(t, h.socket, "POST", "/v1/processes", string(body))
-	if status != http.StatusBadRequest {
-		t.Errorf("chaos: ttl true: %d %.200s", status, msg)
-	}
+	assert.Truef(t, status == http.StatusBadRequest, "chaos: ttl true: %d %.200s", status, msg)
 	chaosShortError(t, msg, command[100:200])
 	stop()
 	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
@@ -216,13 +201,9 @@ func chaosRaw(t *testing.T, socket, method, path, body string) (int, string) {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://corral"+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var eb daemon.ErrorBody
@@ -241,55 +222,44 @@ func TestChaosInputMalformed(t *testing.T) {
 	h, _, stop := chaosDaemon(t, nil)
 
 	status, msg := chaosRaw(t, h.socket, "POST", "/v1/processes", `{"command":"sleep 600","ttl":3600,"labels":{"chaos":"ttl"}}`)
-	if status != http.StatusCreated {
-		t.Fatalf("chaos: ttl 3600: %d %s", status, msg)
-	}
+	require.Truef(t, status == http.StatusCreated, "chaos: ttl 3600: %d %s", status, msg)
 	var in registry.Info
-	if err := json.Unmarshal([]byte(msg), &in); err != nil || in.TTL != time.Hour || in.State != registry.StateRunning {
-		t.Errorf("chaos: ttl 3600 started %s with ttl %s (%v); want running, 1h", in.State, in.TTL, err)
+	if err := json.Unmarshal([]byte(msg), &in); err != nil || in.TTL.D() != time.Hour || in.State != registry.StateRunning {
+		assert.Fail(t, fmt.Sprintf("chaos: ttl 3600 started %s with ttl %s (%v); want running, 1h", in.State, in.TTL, err))
 	}
 	// The leftover check sees this daemon's processes: its local shim
 	// runs the sleep.
-	if left := chaosLeftoversWhere(since, homeScope(h)); len(left) == 0 {
-		t.Error("chaos: the leftover check sees no process of this daemon while one runs")
-	}
+	left := chaosLeftoversWhere(since, homeScope(h))
+	assert.True(t, len(left) != 0, "chaos: the leftover check sees no process of this daemon while one runs")
 	for _, v := range []string{`true`, `-5`, `{"h":1}`, `"soon"`} {
 		status, msg := chaosRaw(t, h.socket, "POST", "/v1/processes", `{"command":"true","ttl":`+v+`}`)
-		if status != http.StatusBadRequest {
-			t.Errorf("chaos: ttl %s: %d %s; want 400", v, status, msg)
-		}
+		assert.Truef(t, status == http.StatusBadRequest, "chaos: ttl %s: %d %s; want 400", v, status, msg)
 		chaosShortError(t, msg)
 	}
 
 	chaosWithin(t, "ports of an unknown backend", 5*time.Second, func() {
 		status, msg = chaosRaw(t, h.socket, "GET", "/v1/ports?backend=nosuch://x", "")
 	})
-	if status < 400 || status >= 500 {
-		t.Errorf("chaos: ports of nosuch://x answered %d: %s", status, msg)
-	}
+	assert.Truef(t, status >= 400 && status < 500, "chaos: ports of nosuch://x answered %d: %s", status, msg)
 	chaosShortError(t, msg)
 
 	conn, err := net.Dial("unix", h.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	chaosWithin(t, "a body that never finishes", daemon.BodyTimeout+10*time.Second, func() {
 		fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: corral\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"command\":\"")
 		conn.SetReadDeadline(time.Now().Add(time.Minute))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
-			t.Errorf("chaos: unfinished body: no answer: %v", err)
+			assert.Fail(t, fmt.Sprintf("chaos: unfinished body: no answer: %v", err))
 			return
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("chaos: unfinished body answered %d %s", resp.StatusCode, b)
-		}
+		assert.Truef(t, resp.StatusCode == http.StatusBadRequest, "chaos: unfinished body answered %d %s", resp.StatusCode, b)
 		chaosShortError(t, string(b))
 		if _, err := conn.Read(make([]byte, 1)); err == nil {
-			t.Error("chaos: the connection of an unfinished body stayed open")
+			assert.Fail(t, "chaos: the connection of an unfinished body stayed open")
 		}
 	})
 	stop()
@@ -318,22 +288,15 @@ func TestChaosInputLogOnDisk(t *testing.T) {
 	chaosWithin(t, "a run of 208 MB of output", 2*time.Minute, func() {
 		r = h.run("run", "--", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo", total))
 	})
-	if r.code != 0 || len(r.stdout) != total+1 {
-		t.Fatalf("chaos: run: exit %d, %d bytes out, stderr %.300q", r.code, len(r.stdout), r.stderr)
-	}
+	require.Truef(t, r.code == 0 && len(r.stdout) == total+1, "chaos: run: exit %d, %d bytes out, stderr %.300q", r.code, len(r.stdout), r.stderr)
 	logs, _ := filepath.Glob(filepath.Join(h.home, ".local", "state", "corral", "local", "*", "log"))
-	if len(logs) == 0 {
-		t.Fatal("chaos: no log on disk: was the run detached?")
-	}
+	require.True(t, len(logs) != 0, "chaos: no log on disk: was the run detached?")
 	for _, l := range logs {
 		used := allocated(l)
 		t.Logf("chaos: the log of a 208 MB run takes %d KiB on disk (bound %d KiB)", used>>10, bound>>10)
-		if used > bound+(2<<20) {
-			t.Errorf("chaos: %s takes %d MiB on disk, over the bound of %d MiB", l, used>>20, bound>>20)
-		}
-		if _, err := os.Stat(filepath.Join(filepath.Dir(l), "omitted")); err != nil {
-			t.Errorf("chaos: no record of the omitted range beside %s: %v", l, err)
-		}
+		assert.Truef(t, used <= bound+(2<<20), "chaos: %s takes %d MiB on disk, over the bound of %d MiB", l, used>>20, bound>>20)
+		_, err := os.Stat(filepath.Join(filepath.Dir(l), "omitted"))
+		assert.NoErrorf(t, err, "chaos: no record of the omitted range beside %s", l)
 	}
 
 	// logs -f on a writer faster than the reader.
@@ -341,9 +304,7 @@ func TestChaosInputLogOnDisk(t *testing.T) {
 	r = h.run("logs", "-f", id)
 	notices := strings.Count(r.stderr, "omitted")
 	t.Logf("chaos: logs -f of a fast writer printed %d notices of omitted output", notices)
-	if notices > 10 {
-		t.Errorf("chaos: logs -f printed %d notices of omitted output:\n%.500s", notices, r.stderr)
-	}
+	assert.Truef(t, notices <= 10, "chaos: logs -f printed %d notices of omitted output:\n%.500s", notices, r.stderr)
 	stop()
 	chaosNoLeftoversWhere(t, since, 30*time.Second, homeScope(h))
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
-	"github.com/corralhq/corral/internal/memcgtest"
+	"github.com/corralhq/corral/internal/testing/memcgtest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -157,7 +157,7 @@ func chaosGet(t *testing.T, h *daemonHome, id string) registry.Info {
 			return in
 		}
 	}
-	t.Fatalf("ps -a does not list %s", id)
+	require.FailNow(t, fmt.Sprintf("ps -a does not list %s", id))
 	return registry.Info{}
 }
 

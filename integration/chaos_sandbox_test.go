@@ -12,6 +12,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env/ssh/sshtest"
 	"github.com/corralhq/corral/registry"
@@ -32,9 +34,7 @@ func chaosDoctorStatus(h *daemonHome, name string) string {
 		Status string `json:"status"`
 		Detail string `json:"detail"`
 	}
-	if err := json.Unmarshal([]byte(h.mustRun("doctor", "--json")), &probes); err != nil {
-		h.t.Fatalf("doctor --json: %v", err)
-	}
+	require.NoError(h.t, json.Unmarshal([]byte(h.mustRun("doctor", "--json")), &probes), "doctor --json")
 	for _, p := range probes {
 		if p.Name != name {
 			continue
@@ -132,9 +132,7 @@ func inspectContainer(t *testing.T, cli *client.Client, name string) (chaosConta
 	if cerrdefs.IsNotFound(err) {
 		return chaosContainer{}, false
 	}
-	if err != nil {
-		t.Fatalf("inspect %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "inspect %s", name)
 	c := chaosContainer{id: res.Container.ID}
 	if res.Container.Config != nil {
 		c.hostname = res.Container.Config.Hostname
@@ -162,12 +160,10 @@ func startNamedContainer(t *testing.T, cli *client.Client, name string) chaosCon
 		},
 		HostConfig: &container.HostConfig{Init: &init, NetworkMode: "none"},
 	})
-	if err != nil {
-		t.Fatalf("create container %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "create container %s", name)
 	t.Cleanup(func() { removeContainer(cli, name) })
 	if _, err := cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container %s: %v", name, err)
+		require.FailNow(t, fmt.Sprintf("start container %s: %v", name, err))
 	}
 	c, _ := inspectContainer(t, cli, name)
 	return c
@@ -186,7 +182,7 @@ func sandboxStart(t *testing.T, h *daemonHome, target, label, command string) (i
 			return id, strings.TrimPrefix(in.Ref.Env, "docker://")
 		}
 	}
-	t.Fatalf("%s: no ref in corral ps", id)
+	require.FailNow(t, fmt.Sprintf("%s: no ref in corral ps", id))
 	return "", ""
 }
 
@@ -198,7 +194,7 @@ func chaosInfo(t *testing.T, h *daemonHome, id string) registry.Info {
 			return in
 		}
 	}
-	t.Fatalf("%s is not listed", id)
+	require.FailNow(t, fmt.Sprintf("%s is not listed", id))
 	return registry.Info{}
 }
 
@@ -213,13 +209,9 @@ func chaosWaitLost(t *testing.T, h *daemonHome, id string, bound time.Duration) 
 			return in.State.Final()
 		})
 	})
-	if in.State != registry.StateLost {
-		t.Fatalf("%s is %s, want lost: %+v", id, in.State, in)
-	}
+	require.Truef(t, in.State == registry.StateLost, "%s is %s, want lost: %+v", id, in.State, in)
 	chaosShortError(t, in.Reason)
-	if !strings.Contains(in.Reason, "gone") && !strings.Contains(in.Reason, "removed") {
-		t.Errorf("%s's reason does not say its sandbox is gone: %q", id, in.Reason)
-	}
+	assert.Truef(t, strings.Contains(in.Reason, "gone") || strings.Contains(in.Reason, "removed"), "%s's reason does not say its sandbox is gone: %q", id, in.Reason)
 }
 
 // TestChaosSandboxRemoved removes a docker-image sandbox (docker rm -f)
@@ -240,32 +232,24 @@ func TestChaosSandboxRemoved(t *testing.T) {
 	id, box := sandboxStart(t, h, target, "chaos=removed", "sleep 600")
 	t.Cleanup(func() { removeContainer(cli, box) })
 	old, ok := inspectContainer(t, cli, box)
-	if !ok {
-		t.Fatalf("sandbox %s not found", box)
-	}
+	require.Truef(t, ok, "sandbox %s not found", box)
 
-	if _, err := cli.ContainerRemove(dockerCtx(t), box, client.ContainerRemoveOptions{Force: true}); err != nil {
-		t.Fatalf("docker rm -f %s: %v", box, err)
-	}
+	_, err := cli.ContainerRemove(dockerCtx(t), box, client.ContainerRemoveOptions{Force: true})
+	require.NoErrorf(t, err, "docker rm -f %s", box)
 	chaosWaitLost(t, h, id, 15*time.Second)
 	if st := chaosDoctorStatus(h, "open "+target); st != "gone" {
-		t.Errorf("doctor says %q for the removed sandbox, want gone", st)
+		assert.Fail(t, fmt.Sprintf("doctor says %q for the removed sandbox, want gone", st))
 	}
 
 	var r cliResult
 	chaosWithin(t, "run on a fresh sandbox", 60*time.Second, func() {
 		r = h.run("run", "--backend", target, "--", "echo fresh")
 	})
-	if r.code != 0 || r.stdout != "fresh\n" {
-		t.Fatalf("run after the sandbox was removed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	require.Truef(t, r.code == 0 && r.stdout == "fresh\n", "run after the sandbox was removed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	fresh, ok := inspectContainer(t, cli, box)
-	if !ok || fresh.id == old.id {
-		t.Fatalf("run after removal: sandbox %s is %+v (found %v), want a new container", box, fresh, ok)
-	}
-	if st := chaosDoctorStatus(h, "open "+target); st != "ok" {
-		t.Errorf("doctor says %q once the target was opened again, want ok", st)
-	}
+	require.Truef(t, ok && fresh.id != old.id, "run after removal: sandbox %s is %+v (found %v), want a new container", box, fresh, ok)
+	st := chaosDoctorStatus(h, "open "+target)
+	assert.Truef(t, st == "ok", "doctor says %q once the target was opened again, want ok", st)
 
 	sandboxStart(t, h, target, "chaos=removed", "sleep 600")
 	chaosWithin(t, "shutdown --kill-all", 30*time.Second, func() { h.mustRun("shutdown", "--kill-all") })
@@ -300,22 +284,15 @@ func TestChaosSandboxContainerReplaced(t *testing.T) {
 	chaosWithin(t, "run in the new container", 30*time.Second, func() {
 		r = h.run("run", "--backend", target, "--", "hostname")
 	})
-	if r.code != 0 || strings.TrimSpace(r.stdout) != next.hostname {
-		t.Fatalf("run after the container was replaced: exit %d, stdout %q (want the new container's hostname %q), stderr %q",
-			r.code, r.stdout, next.hostname, r.stderr)
-	}
+	require.Truef(t, r.code == 0 && strings.TrimSpace(r.stdout) == next.hostname, "run after the container was replaced: exit %d, stdout %q (want the new container's hostname %q), stderr %q", r.code, r.stdout, next.hostname, r.stderr)
 
 	removeContainer(cli, name)
 	chaosWithin(t, "run with no container of that name", 15*time.Second, func() {
 		r = h.run("run", "--backend", target, "--", "true")
 	})
-	if r.code == 0 {
-		t.Fatalf("run with no container named %s succeeded: %+v", name, r)
-	}
+	require.Truef(t, r.code != 0, "run with no container named %s succeeded: %+v", name, r)
 	chaosShortError(t, r.stderr)
-	if !strings.Contains(r.stderr, "no container is named "+name) {
-		t.Errorf("run with no container named %s: %q does not say so", name, r.stderr)
-	}
+	assert.Truef(t, strings.Contains(r.stderr, "no container is named "+name), "run with no container named %s: %q does not say so", name, r.stderr)
 }
 
 // TestChaosSandboxTwoDaemons runs two daemons (two HOMEs, as a test
@@ -337,19 +314,15 @@ func TestChaosSandboxTwoDaemons(t *testing.T) {
 	t.Cleanup(func() { removeContainer(cli, boxA) })
 	idB, boxB := sandboxStart(t, b, target, "chaos=b", "sleep 600")
 	t.Cleanup(func() { removeContainer(cli, boxB) })
-	if boxA == boxB {
-		t.Fatalf("two daemons share the sandbox %s", boxA)
-	}
+	require.Truef(t, boxA != boxB, "two daemons share the sandbox %s", boxA)
 
 	chaosWithin(t, "shutdown --kill-all of one daemon", 30*time.Second, func() { a.mustRun("shutdown", "--kill-all") })
 	waitCond(t, "the first daemon's sandbox to be removed", func() bool {
 		_, ok := inspectContainer(t, cli, boxA)
 		return !ok
 	})
-	if in := chaosInfo(t, b, idB); in.State != registry.StateRunning {
-		t.Fatalf("the other daemon's process is %s after the first one's shutdown --kill-all: %+v", in.State, in)
-	}
-	if r := b.run("run", "--backend", target, "--", "echo still"); r.code != 0 || r.stdout != "still\n" {
-		t.Fatalf("the other daemon's sandbox after the first one's shutdown: exit %d, %q, %q", r.code, r.stdout, r.stderr)
-	}
+	in := chaosInfo(t, b, idB)
+	require.Truef(t, in.State == registry.StateRunning, "the other daemon's process is %s after the first one's shutdown --kill-all: %+v", in.State, in)
+	r := b.run("run", "--backend", target, "--", "echo still")
+	require.Truef(t, r.code == 0 && r.stdout == "still\n", "the other daemon's sandbox after the first one's shutdown: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 }

@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env/ssh/sshtest"
+	"github.com/corralhq/corral/internal/testing/k8stest"
 )
 
 // The CLI benchmarks time whole processes, as a user or an agent's shell
@@ -48,10 +52,10 @@ func benchProcess(b *testing.B, environ []string, want string, name string, args
 			if ee, ok := err.(*exec.ExitError); ok {
 				stderr = ee.Stderr
 			}
-			b.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr)
+			require.FailNow(b, fmt.Sprintf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr))
 		}
 		if !strings.HasPrefix(string(out), want) {
-			b.Fatalf("%s %s: stdout %q, want %q", name, strings.Join(args, " "), out, want)
+			require.FailNow(b, fmt.Sprintf("%s %s: stdout %q, want %q", name, strings.Join(args, " "), out, want))
 		}
 	}
 	run() // warm: daemon up, backend open, page cache
@@ -116,7 +120,7 @@ func benchOutput(b *testing.B, environ []string, size int64, name string, args .
 		cw := &countWriter{}
 		cmd.Stdout, cmd.Stderr = cw, &stderr
 		if err := cmd.Run(); err != nil || cw.n != size {
-			b.Fatalf("%s %s: %v, %d bytes of stdout (want %d)\n%s", name, strings.Join(args, " "), err, cw.n, size, stderr.String())
+			require.FailNow(b, fmt.Sprintf("%s %s: %v, %d bytes of stdout (want %d)\n%s", name, strings.Join(args, " "), err, cw.n, size, stderr.String()))
 		}
 	}
 	run()
@@ -168,7 +172,7 @@ func BenchmarkCLIRunPlugin(b *testing.B) {
 		cmd := exec.Command(h.bin, args...)
 		cmd.Env = h.env
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), err, out)
+			require.FailNow(b, fmt.Sprintf("corral %s: %v\n%s", strings.Join(args, " "), err, out))
 		}
 		return time.Since(start)
 	}
@@ -187,4 +191,25 @@ func BenchmarkCLIRunPlugin(b *testing.B) {
 	b.ReportMetric(ms(tp), "plugin-ms")
 	b.ReportMetric(ms(tn), "native-ms")
 	b.ReportMetric(float64(tp)/float64(tn), "ratio")
+}
+
+// BenchmarkCLIRunK8s: `corral run --backend k8s://NS/POD -- true` through
+// the daemon against `kubectl exec POD -- true`, on the test cluster.
+func BenchmarkCLIRunK8s(b *testing.B) {
+	c := k8stest.Cluster(b)
+	ns := c.Namespace(b)
+	c.Pod(b, ns, "p")
+	h := newDaemonHome(b, buildCorral(b))
+	buildK8sPluginTB(b)
+	h.env = append(h.env, "KUBECONFIG="+c.Kubeconfig())
+	b.Run("corral", func(b *testing.B) {
+		benchProcess(b, h.env, "", h.bin, "run", "--backend", "k8s://"+ns+"/p", "--", "true")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		kubectl := c.Kubectl()
+		if kubectl == "" {
+			b.Skip("no kubectl: the cluster's build puts one in its cache")
+		}
+		benchProcess(b, h.env, "", kubectl, "-n", ns, "exec", "p", "--", "true")
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestCorralRunDocker runs the corral binary against a Docker sandbox: the
@@ -20,16 +22,12 @@ func TestCorralRunDocker(t *testing.T) {
 	target := "docker-image://" + dockerTestImage + "?network=none&persist=true&name=" + name
 
 	r := runCorral(t, bin, nil, "run", "--backend", target, "--", "sh", "-c", "echo hi from the sandbox; exit 3")
-	if r.code != 3 || r.stdout != "hi from the sandbox\n" {
-		t.Fatalf("exit %d stdout %q stderr %q, want 3 and the output", r.code, r.stdout, r.stderr)
-	}
+	require.Truef(t, r.code == 3 && r.stdout == "hi from the sandbox\n", "exit %d stdout %q stderr %q, want 3 and the output", r.code, r.stdout, r.stderr)
 
 	marker := fmt.Sprintf("%d.%04d", 300+rand.IntN(600), rand.IntN(10000))
 	script := fmt.Sprintf(`trap "" TERM; (setsid sleep %s &); sleep %s`, marker, marker)
 	r = runCorral(t, bin, nil, "run", "--backend", target, "--timeout", "2s", "--grace", "1s", "--", "sh", "-c", script)
-	if r.code != 124 {
-		t.Fatalf("exit %d stdout %q stderr %q, want 124", r.code, r.stdout, r.stderr)
-	}
+	require.Truef(t, r.code == 124, "exit %d stdout %q stderr %q, want 124", r.code, r.stdout, r.stderr)
 	cliRequireOneLine(t, r.stderr, "timeout", "2s", "killed the process tree")
 	// The kill is verified before corral exits; allow a dying process a
 	// moment to leave the container's process table.
@@ -39,18 +37,12 @@ func TestCorralRunDocker(t *testing.T) {
 		if !found {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("`sleep %s` still runs in container %s after the timeout kill", marker, name)
-		}
+		require.Falsef(t, time.Now().After(deadline), "`sleep %s` still runs in container %s after the timeout kill", marker, name)
 		time.Sleep(100 * time.Millisecond)
 	}
 
 	r = runCorral(t, bin, nil, "run", "--backend", "docker://no-such-container-"+name, "--", "true")
-	if r.code != 125 {
-		t.Fatalf("missing container: exit %d stderr %q, want 125", r.code, r.stderr)
-	}
+	require.Truef(t, r.code == 125, "missing container: exit %d stderr %q, want 125", r.code, r.stderr)
 	cliRequireOneLine(t, r.stderr, "no-such-container-"+name)
-	if strings.Contains(r.stderr, "panic") {
-		t.Fatalf("stderr %q", r.stderr)
-	}
+	require.Falsef(t, strings.Contains(r.stderr, "panic"), "stderr %q", r.stderr)
 }

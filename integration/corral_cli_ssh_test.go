@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env/ssh/sshtest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 )
 
 // TestCorralRunSSH runs the corral binary against a real sshd the way a
@@ -25,9 +28,7 @@ func TestCorralRunSSH(t *testing.T) {
 	homeWith := func(knownHosts bool) []string {
 		home := t.TempDir()
 		dotSSH := filepath.Join(home, ".ssh")
-		if err := os.MkdirAll(dotSSH, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(dotSSH, 0o700))
 		copyFile(t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
 		if knownHosts {
 			copyFile(t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
@@ -47,37 +48,29 @@ func TestCorralRunSSH(t *testing.T) {
 		r := runCorralEnv(t, bin, known, nil, "run", "--backend", srv.Target(), "--",
 			"sh", "-c", "echo hi from ssh; echo to stderr >&2; exit 3")
 		// The streams are merged, in order, on stdout (README: corral run).
-		if r.code != 3 || r.stdout != "hi from ssh\nto stderr\n" || r.stderr != "" {
-			t.Fatalf("exit %d stdout %q stderr %q, want 3 and both lines on stdout", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 3 && r.stdout == "hi from ssh\nto stderr\n" && r.stderr == "", "exit %d stdout %q stderr %q, want 3 and both lines on stdout", r.code, r.stdout, r.stderr)
 	})
 
 	t.Run("stdin with --stdin", func(t *testing.T) {
 		t.Parallel()
 		r := runCorralEnv(t, bin, known, strings.NewReader("hello\nworld\n"), "run", "--stdin", "--backend", srv.Target(), "--", "tr a-z A-Z")
-		if r.code != 0 || r.stdout != "HELLO\nWORLD\n" {
-			t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 0 && r.stdout == "HELLO\nWORLD\n", "exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	})
 
 	t.Run("timeout kills the remote tree", func(t *testing.T) {
 		t.Parallel()
-		m := []string{sshMarker(), sshMarker()}
-		t.Cleanup(func() { sshKillMarked(m...) })
+		m := []string{proctest.Marker(), proctest.Marker()}
+		t.Cleanup(func() { proctest.KillWith(m...) })
 		script := "trap '' TERM; (setsid sleep " + m[0] + " &); sleep " + m[1]
 		r := runCorralEnv(t, bin, known, nil, "run", "--backend", srv.Target(), "--timeout", "2s", "--grace", "1s", "--", "sh", "-c", script)
-		if r.code != 124 {
-			t.Fatalf("exit %d stdout %q stderr %q, want 124", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 124, "exit %d stdout %q stderr %q, want 124", r.code, r.stdout, r.stderr)
 		cliRequireOneLine(t, r.stderr, "timeout", "2s", "killed the process tree")
 		// The kill is verified before corral exits; a dying process may
 		// take a moment to leave the process table.
 		deadline := time.Now().Add(10 * time.Second)
 		for _, marker := range m {
-			for len(sshMarkerPIDs(marker)) > 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("`sleep %s` still runs on the ssh host after the timeout kill", marker)
-				}
+			for len(proctest.PIDsWithWord(marker)) > 0 {
+				require.Falsef(t, time.Now().After(deadline), "`sleep %s` still runs on the ssh host after the timeout kill", marker)
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
@@ -85,15 +78,12 @@ func TestCorralRunSSH(t *testing.T) {
 
 	t.Run("unknown host is refused with its fingerprint", func(t *testing.T) {
 		t.Parallel()
-		m := sshMarker()
-		t.Cleanup(func() { sshKillMarked(m) })
+		m := proctest.Marker()
+		t.Cleanup(func() { proctest.KillWith(m) })
 		r := runCorralEnv(t, bin, homeWith(false), nil, "run", "--backend", srv.Target(), "--", "sleep "+m)
-		if r.code != 125 {
-			t.Fatalf("exit %d stdout %q stderr %q, want 125", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 125, "exit %d stdout %q stderr %q, want 125", r.code, r.stdout, r.stderr)
 		cliRequireOneLine(t, r.stderr, "unknown", "SHA256:", "ssh-keyscan -p")
-		if pids := sshMarkerPIDs(m); len(pids) > 0 {
-			t.Fatalf("the command ran on a host whose key was never verified: pids %v", pids)
-		}
+		pids := proctest.PIDsWithWord(m)
+		require.Truef(t, len(pids) <= 0, "the command ran on a host whose key was never verified: pids %v", pids)
 	})
 }

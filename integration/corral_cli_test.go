@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +50,7 @@ func buildCorral(t testing.TB) string {
 		corralBin.path = bin
 	})
 	if corralBin.err != nil {
-		t.Fatal(corralBin.err)
+		require.FailNow(t, fmt.Sprint(corralBin.err))
 	}
 	return corralBin.path
 }
@@ -86,11 +88,9 @@ func runCorralEnv(t *testing.T, bin string, environ []string, stdin io.Reader, a
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errOut
 	err := cmd.Run()
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("corral %q: %v", args, err)
-	}
+	require.Truef(t, err == nil || errors.As(err, &ee), "corral %q: %v", args, err)
 	if ctx.Err() != nil {
-		t.Fatalf("corral %q did not finish within 2 minutes; stderr %q", args, errOut.String())
+		require.FailNow(t, fmt.Sprintf("corral %q did not finish within 2 minutes; stderr %q", args, errOut.String()))
 	}
 	return cliResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
 }
@@ -114,9 +114,7 @@ func cliSleepMarker(t *testing.T) string {
 func cliMarkerPIDs(t *testing.T, marker string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("scan /proc: %v", err)
-	}
+	require.NoError(t, err, "scan /proc")
 	want := "sleep\x00" + marker + "\x00"
 	var pids []int
 	for _, e := range entries {
@@ -147,9 +145,7 @@ func cliRequireMarkerGone(t *testing.T, marker string) {
 		if len(pids) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of the tree survived: `sleep %s` still running as PIDs %v", marker, pids)
-		}
+		require.Falsef(t, time.Now().After(deadline), "processes of the tree survived: `sleep %s` still running as PIDs %v", marker, pids)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -161,7 +157,7 @@ func cliRequireMarkerRunning(t *testing.T, marker string, n int) {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(cliMarkerPIDs(t, marker)) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("expected %d `sleep %s` processes, found %v", n, marker, cliMarkerPIDs(t, marker))
+			require.FailNow(t, fmt.Sprintf("expected %d `sleep %s` processes, found %v", n, marker, cliMarkerPIDs(t, marker)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -169,13 +165,9 @@ func cliRequireMarkerRunning(t *testing.T, marker string, n int) {
 
 func cliRequireOneLine(t *testing.T, stderr string, wants ...string) {
 	t.Helper()
-	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
-		t.Errorf("stderr is not exactly one line: %q", stderr)
-	}
+	assert.Truef(t, strings.Count(stderr, "\n") == 1 && strings.HasSuffix(stderr, "\n"), "stderr is not exactly one line: %q", stderr)
 	for _, w := range wants {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("stderr %q lacks %q", stderr, w)
-		}
+		assert.Truef(t, strings.Contains(stderr, w), "stderr %q lacks %q", stderr, w)
 	}
 }
 
@@ -185,33 +177,25 @@ func TestCorralRun(t *testing.T) {
 	t.Run("exit code and output", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--", "sh", "-c", "echo hi; exit 3")
-		if r.code != 3 || r.stdout != "hi\n" || r.stderr != "" {
-			t.Fatalf("got exit %d stdout %q stderr %q, want 3 %q %q", r.code, r.stdout, r.stderr, "hi\n", "")
-		}
+		require.Truef(t, r.code == 3 && r.stdout == "hi\n" && r.stderr == "", "got exit %d stdout %q stderr %q, want 3 %q %q", r.code, r.stdout, r.stderr, "hi\n", "")
 	})
 
 	t.Run("one word is a shell command line", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--", "echo a | tr a b; echo err >&2; exit 4")
-		if r.code != 4 || r.stdout != "b\nerr\n" {
-			t.Fatalf("got exit %d stdout %q stderr %q, want 4 and b, err merged", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 4 && r.stdout == "b\nerr\n", "got exit %d stdout %q stderr %q, want 4 and b, err merged", r.code, r.stdout, r.stderr)
 	})
 
 	t.Run("words without -- keep their flags", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "printf", "%s-%s", "-n", "x y")
-		if r.code != 0 || r.stdout != "-n-x y" {
-			t.Fatalf("got exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 0 && r.stdout == "-n-x y", "got exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	})
 
 	t.Run("success exits 0", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--", "true")
-		if r.code != 0 || r.stdout != "" || r.stderr != "" {
-			t.Fatalf("got %+v", r)
-		}
+		require.Truef(t, r.code == 0 && r.stdout == "" && r.stderr == "", "got %+v", r)
 	})
 
 	t.Run("timeout kills the whole tree and exits 124", func(t *testing.T) {
@@ -219,15 +203,11 @@ func TestCorralRun(t *testing.T) {
 		m := cliSleepMarker(t)
 		script := fmt.Sprintf(`trap "" TERM; (setsid sleep %s &); sleep %s`, m, m)
 		r := runCorral(t, bin, nil, "run", "--timeout", "1s", "--grace", "1s", "--", "sh", "-c", script)
-		if r.code != 124 {
-			t.Fatalf("exit %d, want 124; stdout %q stderr %q", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 124, "exit %d, want 124; stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		// The shell ignores TERM, so SIGKILL had to follow; the leader,
 		// the sleep and the setsid escapee ended (the count depends on whether sh execs its last command).
 		cliRequireOneLine(t, r.stderr, "timeout", "1s", "killed the process tree", "TERM, then SIGKILL after the grace period", "processes ended")
-		if strings.Contains(r.stderr, "idle") {
-			t.Errorf("stderr names the idle timeout, but the wall-clock timeout fired: %q", r.stderr)
-		}
+		assert.Falsef(t, strings.Contains(r.stderr, "idle"), "stderr names the idle timeout, but the wall-clock timeout fired: %q", r.stderr)
 		cliRequireMarkerGone(t, m)
 	})
 
@@ -236,9 +216,7 @@ func TestCorralRun(t *testing.T) {
 		m := cliSleepMarker(t)
 		r := runCorral(t, bin, nil, "run", "--idle-timeout", "1s", "--grace", "1s", "--",
 			"sh", "-c", "echo started; sleep "+m)
-		if r.code != 124 || r.stdout != "started\n" {
-			t.Fatalf("exit %d stdout %q stderr %q, want 124 and the output so far", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 124 && r.stdout == "started\n", "exit %d stdout %q stderr %q, want 124 and the output so far", r.code, r.stdout, r.stderr)
 		cliRequireOneLine(t, r.stderr, "idle timeout", "1s", "killed the process tree")
 		cliRequireMarkerGone(t, m)
 	})
@@ -247,9 +225,7 @@ func TestCorralRun(t *testing.T) {
 		t.Parallel()
 		for sig, want := range map[string]int{"USR1": 128 + 10, "KILL": 128 + 9} {
 			r := runCorral(t, bin, nil, "run", "--", "sh", "-c", "kill -"+sig+" $$")
-			if r.code != want {
-				t.Errorf("kill -%s: exit %d, want %d; stderr %q", sig, r.code, want, r.stderr)
-			}
+			assert.Truef(t, r.code == want, "kill -%s: exit %d, want %d; stderr %q", sig, r.code, want, r.stderr)
 		}
 	})
 
@@ -265,28 +241,22 @@ func TestCorralRun(t *testing.T) {
 			cmd := exec.Command(bin, "run", "--grace", "1s", "--", "sh", "-c",
 				fmt.Sprintf(`trap "" INT TERM; (setsid sleep %s &); echo ready; sleep %s`, m, m))
 			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var errOut bytes.Buffer
 			cmd.Stderr = &errOut
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Start())
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 			// Output is streamed live: "ready" arrives while the command runs.
 			line, err := bufio.NewReader(stdout).ReadString('\n')
 			if err != nil || line != "ready\n" {
-				t.Fatalf("first line %q, %v; stderr %q", line, err, errOut.String())
+				require.FailNow(t, fmt.Sprintf("first line %q, %v; stderr %q", line, err, errOut.String()))
 			}
 			cliRequireMarkerRunning(t, m, 2)
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Process.Signal(tc.sig))
 			_, _ = io.Copy(io.Discard, stdout)
 			err = cmd.Wait()
 			if code := cmd.ProcessState.ExitCode(); code != tc.code {
-				t.Fatalf("exit %d (%v), want %d; stderr %q", code, err, tc.code, errOut.String())
+				require.FailNow(t, fmt.Sprintf("exit %d (%v), want %d; stderr %q", code, err, tc.code, errOut.String()))
 			}
 			cliRequireOneLine(t, errOut.String(), "interrupted by SIG", "killed the process tree")
 			cliRequireMarkerGone(t, m)
@@ -300,24 +270,20 @@ func TestCorralRun(t *testing.T) {
 		cmd := exec.Command(bin, "run", "--grace", "1s", "--", "sh", "-c",
 			fmt.Sprintf(`(setsid sh -c 'while :; do echo tick; sleep 0.05; done' &); sleep %s`, m))
 		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var errOut bytes.Buffer
 		cmd.Stderr = &errOut
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil || line != "tick\n" {
-			t.Fatalf("first line %q, %v; stderr %q", line, err, errOut.String())
+			require.FailNow(t, fmt.Sprintf("first line %q, %v; stderr %q", line, err, errOut.String()))
 		}
 		cliRequireMarkerRunning(t, m, 1)
 		stdout.Close() // like `| head -1` exiting
 		err = cmd.Wait()
 		if code := cmd.ProcessState.ExitCode(); code != 128+13 {
-			t.Fatalf("exit %d (%v), want 141; stderr %q", code, err, errOut.String())
+			require.FailNow(t, fmt.Sprintf("exit %d (%v), want 141; stderr %q", code, err, errOut.String()))
 		}
 		cliRequireMarkerGone(t, m)
 	})
@@ -328,12 +294,9 @@ func TestCorralRun(t *testing.T) {
 		r := runCorral(t, bin, nil, "run", "--env", "CORRAL_TEST_A=one two", "--env", "CORRAL_TEST_B=x=y",
 			"--dir", dir, "--", `echo "$CORRAL_TEST_A|$CORRAL_TEST_B"; pwd -P`)
 		real, err := filepath.EvalSymlinks(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "one two|x=y\n" + real + "\n"; r.code != 0 || r.stdout != want {
-			t.Fatalf("exit %d stdout %q, want %q; stderr %q", r.code, r.stdout, want, r.stderr)
-		}
+		require.NoError(t, err)
+		want := "one two|x=y\n" + real + "\n"
+		require.Truef(t, r.code == 0 && r.stdout == want, "exit %d stdout %q, want %q; stderr %q", r.code, r.stdout, want, r.stderr)
 	})
 
 	t.Run("secrets are filtered unless allowed", func(t *testing.T) {
@@ -342,23 +305,17 @@ func TestCorralRun(t *testing.T) {
 		cmd := exec.Command(bin, "run", "--", show)
 		cmd.Env = append(os.Environ(), "CORRAL_TEST_TOKEN=s3cret", "CORRAL_TEST_PLAIN=visible")
 		out, err := cmd.Output()
-		if err != nil || string(out) != "[][visible]\n" {
-			t.Fatalf("default: %q, %v; want the token filtered out", out, err)
-		}
+		require.Truef(t, err == nil && string(out) == "[][visible]\n", "default: %q, %v; want the token filtered out", out, err)
 		cmd = exec.Command(bin, "run", "--allow-env", "CORRAL_TEST_TOKEN", "--", show)
 		cmd.Env = append(os.Environ(), "CORRAL_TEST_TOKEN=s3cret", "CORRAL_TEST_PLAIN=visible")
 		out, err = cmd.Output()
-		if err != nil || string(out) != "[s3cret][visible]\n" {
-			t.Fatalf("--allow-env: %q, %v; want the token passed on", out, err)
-		}
+		require.Truef(t, err == nil && string(out) == "[s3cret][visible]\n", "--allow-env: %q, %v; want the token passed on", out, err)
 	})
 
 	t.Run("missing dir fails to start with 125", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--dir", filepath.Join(t.TempDir(), "nope"), "--", "true")
-		if r.code != 125 {
-			t.Fatalf("exit %d, want 125; stderr %q", r.code, r.stderr)
-		}
+		require.Truef(t, r.code == 125, "exit %d, want 125; stderr %q", r.code, r.stderr)
 		cliRequireOneLine(t, r.stderr, "nope")
 	})
 
@@ -366,34 +323,24 @@ func TestCorralRun(t *testing.T) {
 		t.Parallel()
 		// Port 1 on loopback: nothing listens, the connection is refused.
 		r := runCorral(t, bin, nil, "run", "--backend", "ssh://corral@127.0.0.1:1", "--", "true")
-		if r.code != 125 {
-			t.Fatalf("exit %d stderr %q, want 125", r.code, r.stderr)
-		}
+		require.Truef(t, r.code == 125, "exit %d stderr %q, want 125", r.code, r.stderr)
 		cliRequireOneLine(t, r.stderr, "ssh://corral@127.0.0.1:1")
 	})
 
 	t.Run("stdin only with --stdin", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, strings.NewReader("hello\nworld\n"), "run", "--stdin", "--", "tr a-z A-Z")
-		if r.code != 0 || r.stdout != "HELLO\nWORLD\n" {
-			t.Fatalf("--stdin: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 0 && r.stdout == "HELLO\nWORLD\n", "--stdin: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		r = runCorral(t, bin, strings.NewReader("hello\n"), "run", "--", "cat; echo done")
-		if r.code != 0 || r.stdout != "done\n" {
-			t.Fatalf("without --stdin the command must read EOF: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 0 && r.stdout == "done\n", "without --stdin the command must read EOF: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	})
 
 	t.Run("pty", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "run", "--pty", "--", "test -t 1 && echo tty; exit 5")
-		if r.code != 5 || strings.TrimSpace(r.stdout) != "tty" {
-			t.Fatalf("exit %d stdout %q stderr %q, want 5 and tty", r.code, r.stdout, r.stderr)
-		}
+		require.Truef(t, r.code == 5 && strings.TrimSpace(r.stdout) == "tty", "exit %d stdout %q stderr %q, want 5 and tty", r.code, r.stdout, r.stderr)
 		r = runCorral(t, bin, nil, "run", "--", "test -t 1 || echo pipe")
-		if r.stdout != "pipe\n" {
-			t.Fatalf("without --pty stdout must not be a terminal: %q", r.stdout)
-		}
+		require.Truef(t, r.stdout == "pipe\n", "without --pty stdout must not be a terminal: %q", r.stdout)
 	})
 
 	t.Run("interactive pty: terminal size, raw keys, terminal restored", func(t *testing.T) {
@@ -410,9 +357,7 @@ func TestCorralRun(t *testing.T) {
 			{"run", "--backend", "nowhere://x", "--", "true"},
 		} {
 			r := runCorral(t, bin, nil, args...)
-			if r.code != 2 || r.stdout != "" {
-				t.Errorf("%q: exit %d stdout %q, want 2 and nothing", args, r.code, r.stdout)
-			}
+			assert.Truef(t, r.code == 2 && r.stdout == "", "%q: exit %d stdout %q, want 2 and nothing", args, r.code, r.stdout)
 			cliRequireOneLine(t, r.stderr, "corral: ")
 		}
 	})
@@ -420,9 +365,7 @@ func TestCorralRun(t *testing.T) {
 	t.Run("version", func(t *testing.T) {
 		t.Parallel()
 		r := runCorral(t, bin, nil, "version")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "corral ") || !strings.Contains(r.stdout, "go: go1.") {
-			t.Fatalf("got %+v", r)
-		}
+		require.Truef(t, r.code == 0 && strings.HasPrefix(r.stdout, "corral ") && strings.Contains(r.stdout, "go: go1."), "got %+v", r)
 	})
 }
 
@@ -456,16 +399,12 @@ func cliTestInteractivePTY(t *testing.T, bin string) {
 	}
 	defer ptmx.Close()
 	defer tty.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 101}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 101}))
 	cmd := exec.Command(bin, "run", "--pty", "--stdin", "--",
 		`trap 'echo got-int; exit 7' INT; stty size; echo ready; while :; do sleep 1; done`)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	var out cliTermBuffer
 	copied := make(chan struct{})
 	go func() { defer close(copied); _, _ = io.Copy(&out, ptmx) }()
@@ -483,41 +422,33 @@ func cliTestInteractivePTY(t *testing.T, bin string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "ready") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no ready on the terminal; got %q", out.String())
+			require.FailNow(t, fmt.Sprintf("no ready on the terminal; got %q", out.String()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if _, err := ptmx.Write([]byte{3}); err != nil { // Ctrl-C
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	select {
 	case <-waitDone:
 	case <-time.After(time.Minute):
-		t.Fatalf("corral did not exit after Ctrl-C; terminal shows %q", out.String())
+		require.FailNow(t, fmt.Sprintf("corral did not exit after Ctrl-C; terminal shows %q", out.String()))
 	}
 	// Check the terminal before closing our end of it: corral must have
 	// restored what it changed.
 	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if termios.Lflag&unix.ICANON == 0 || termios.Lflag&unix.ECHO == 0 {
-		t.Errorf("terminal left in raw mode after corral exited (lflag %#x)", termios.Lflag)
-	}
+	require.NoError(t, err)
+	assert.Truef(t, termios.Lflag&unix.ICANON != 0 && termios.Lflag&unix.ECHO != 0, "terminal left in raw mode after corral exited (lflag %#x)", termios.Lflag)
 	// With every slave descriptor closed, the master yields what is still
 	// buffered and then ends: all of corral's output is in out after that.
 	tty.Close()
 	select {
 	case <-copied:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the terminal is still held open after corral exited; it shows %q", out.String())
+		require.FailNow(t, fmt.Sprintf("the terminal is still held open after corral exited; it shows %q", out.String()))
 	}
 	code := cmd.ProcessState.ExitCode()
 	got := out.String()
-	if code != 7 || !strings.Contains(got, "got-int") {
-		t.Errorf("exit %d, terminal %q; want the command to get Ctrl-C and exit 7", code, got)
-	}
-	if !strings.Contains(got, "41 101") {
-		t.Errorf("command's terminal is not sized like corral's (41 101): %q", got)
-	}
+	assert.Truef(t, code == 7 && strings.Contains(got, "got-int"), "exit %d, terminal %q; want the command to get Ctrl-C and exit 7", code, got)
+	assert.Truef(t, strings.Contains(got, "41 101"), "command's terminal is not sized like corral's (41 101): %q", got)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/env/ssh/sshtest"
 	"github.com/corralhq/corral/registry"
 )
@@ -70,9 +72,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 		return fmt.Sprintf("[ -e %s ] || ! [ -d %s ]", hostFlag(round, k), flags)
 	}
 	hostRelease := func(t *testing.T, round, k int) {
-		if err := os.WriteFile(hostFlag(round, k), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(hostFlag(round, k), nil, 0o600))
 	}
 	hostExited := func(t *testing.T, dirs []string) bool {
 		for _, d := range dirs {
@@ -99,9 +99,7 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 			exited: func(t *testing.T, dirs []string) bool {
 				script := "for d; do [ -e \"$d/exit\" ] || exit 1; done"
 				for _, d := range dirs {
-					if !stateDirPattern.MatchString(d) {
-						t.Fatalf("state directory %q from the Ref is not a plain path", d)
-					}
+					require.Truef(t, stateDirPattern.MatchString(d), "state directory %q from the Ref is not a plain path", d)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
@@ -155,12 +153,9 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 			var d struct {
 				Dir string `json:"dir"`
 			}
-			if in.Ref == nil {
-				t.Fatalf("round %d: %s on %s has no ref to re-attach with", round, in.ID, in.Backend)
-			}
-			if err := json.Unmarshal(in.Ref.Data, &d); err != nil || d.Dir == "" {
-				t.Fatalf("round %d: %s on %s: no state directory in the ref %s: %v", round, in.ID, in.Backend, in.Ref.Data, err)
-			}
+			require.Truef(t, in.Ref != nil, "round %d: %s on %s has no ref to re-attach with", round, in.ID, in.Backend)
+			err := json.Unmarshal(in.Ref.Data, &d)
+			require.Truef(t, err == nil && d.Dir != "", "round %d: %s on %s: no state directory in the ref %s: %v", round, in.ID, in.Backend, in.Ref.Data, err)
 			dirs[in.ID] = d.Dir
 		}
 		h.crashServe()
@@ -184,33 +179,22 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 		// (processes listed recovering meanwhile).
 		got := waitRecovered(t, h, label)
 		recovered := time.Since(t1)
-		if len(got) != len(procs) {
-			t.Fatalf("round %d: %d processes listed after restart, want %d", round, len(got), len(procs))
-		}
+		require.Truef(t, len(got) == len(procs), "round %d: %d processes listed after restart, want %d", round, len(got), len(procs))
 		byID := map[string]registry.Info{}
 		for _, in := range got {
 			byID[in.ID] = in
 		}
 		all := h.list("")
-		if len(all) != len(finished)+len(procs) {
-			t.Fatalf("round %d: %d processes listed in all, want %d", round, len(all), len(finished)+len(procs))
-		}
+		require.Truef(t, len(all) == len(finished)+len(procs), "round %d: %d processes listed in all, want %d", round, len(all), len(finished)+len(procs))
 		for _, in := range all {
-			if code, ok := finished[in.ID]; ok && (in.State != registry.StateExited || in.Status == nil || in.Status.Code != code) {
-				t.Fatalf("round %d: %s of an earlier round should still be exited %d: %+v", round, in.ID, code, in)
-			}
+			code, ok := finished[in.ID]
+			require.Truef(t, !ok || in.State == registry.StateExited && in.Status != nil && in.Status.Code == code, "round %d: %s of an earlier round should still be exited %d: %+v", round, in.ID, code, in)
 		}
 		for _, p := range procs {
 			in, where := byID[p.id], fmt.Sprintf("round %d, %s on %s", round, p.id, p.backend.name)
-			if in.Backend != p.backend.target {
-				t.Fatalf("%s: listed with backend %q", where, in.Backend)
-			}
-			if p.k%2 == 0 && in.State != registry.StateRunning {
-				t.Fatalf("%s should still run, is %s (%s)", where, in.State, in.Reason)
-			}
-			if p.k%2 == 1 && (in.State != registry.StateExited || in.Status == nil || in.Status.Code != p.k%7) {
-				t.Fatalf("%s should have exited %d: %+v", where, p.k%7, in)
-			}
+			require.Truef(t, in.Backend == p.backend.target, "%s: listed with backend %q", where, in.Backend)
+			require.Truef(t, p.k%2 != 0 || in.State == registry.StateRunning, "%s should still run, is %s (%s)", where, in.State, in.Reason)
+			require.Truef(t, p.k%2 != 1 || in.State == registry.StateExited && in.Status != nil && in.Status.Code == p.k%7, "%s should have exited %d: %+v", where, p.k%7, in)
 		}
 		for _, p := range procs {
 			if p.k%2 == 0 {
@@ -220,12 +204,10 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 		want := seqLines(1, 2*lines)
 		for _, p := range procs {
 			where := fmt.Sprintf("round %d, %s on %s", round, p.id, p.backend.name)
-			if r := h.run("wait", p.id); r.code != p.k%7 {
-				t.Fatalf("%s: wait: %+v", where, r)
-			}
-			if out := h.mustRun("logs", p.id); out != want {
-				t.Fatalf("%s: output %d bytes, want %d (gap or duplicate)", where, len(out), len(want))
-			}
+			r := h.run("wait", p.id)
+			require.Truef(t, r.code == p.k%7, "%s: wait: %+v", where, r)
+			out := h.mustRun("logs", p.id)
+			require.Truef(t, out == want, "%s: output %d bytes, want %d (gap or duplicate)", where, len(out), len(want))
 			finished[p.id] = p.k % 7
 		}
 		h.crashServe()
@@ -238,12 +220,8 @@ func TestDaemonCrashRecoveryBackends(t *testing.T) {
 func copyFile(t testing.TB, from, to string, mode os.FileMode) {
 	t.Helper()
 	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, mode); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, data, mode))
 }
 
 // dockerExec runs a command in container and fails the test if it fails.
@@ -251,7 +229,6 @@ func dockerExec(t *testing.T, container string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", append([]string{"exec", container}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("docker exec %s %q: %v\n%s", container, args, err, out)
-	}
+	out, err := exec.CommandContext(ctx, "docker", append([]string{"exec", container}, args...)...).CombinedOutput()
+	require.NoErrorf(t, err, "docker exec %s %q: %v\n%s", container, args, err, out)
 }

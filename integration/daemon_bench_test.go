@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
@@ -25,12 +28,10 @@ import (
 func BenchmarkStartTrue(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "corral")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
+		require.FailNow(b, fmt.Sprintf("build: %v\n%s", err, out))
 	}
 	root, err := os.MkdirTemp("", "cdb")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer os.RemoveAll(root)
 	home, rt := filepath.Join(root, "h"), filepath.Join(root, "r")
 	os.MkdirAll(home, 0o700)
@@ -38,9 +39,7 @@ func BenchmarkStartTrue(b *testing.B) {
 	envv := append(os.Environ(), "HOME="+home, "XDG_RUNTIME_DIR="+rt, "XDG_STATE_HOME=", "CORRAL_SOCKET=")
 	serve := exec.Command(bin, "serve", "--log-level", "off")
 	serve.Env = envv
-	if err := serve.Start(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, serve.Start())
 	defer func() { serve.Process.Kill(); serve.Wait() }()
 	c := daemon.NewClient(filepath.Join(rt, "corral", "corral.sock"))
 	defer c.CloseIdle()
@@ -50,7 +49,7 @@ func BenchmarkStartTrue(b *testing.B) {
 			break
 		}
 		if i > 1000 {
-			b.Fatal("corral serve did not come up")
+			require.FailNow(b, "corral serve did not come up")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -62,28 +61,23 @@ func BenchmarkStartTrue(b *testing.B) {
 			cmd.Env = envv
 			out, err := cmd.Output()
 			if err != nil || !strings.HasPrefix(string(out), "proc_") {
-				b.Fatalf("start: %v %q", err, out)
+				require.FailNow(b, fmt.Sprintf("start: %v %q", err, out))
 			}
 		}
 	})
 	b.Run("client", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := c.Start(ctx, registry.StartOptions{Command: "true", Dir: "/"}); err != nil {
-				b.Fatal(err)
-			}
+			_, err := c.Start(ctx, registry.StartOptions{Command: "true", Dir: "/"})
+			require.NoError(b, err)
 		}
 	})
 	b.Run("baseline", func(b *testing.B) {
 		e, err := local.New(local.Options{StateDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer e.Close()
 		for b.Loop() {
 			h, err := e.Start(ctx, env.Spec{Command: "true", Detach: true})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			h.Release()
 		}
 	})

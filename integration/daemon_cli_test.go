@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/registry"
 )
@@ -27,32 +30,27 @@ func TestDaemonCLI(t *testing.T) {
 	}
 	h := newDaemonHome(t, buildCorral(t))
 	r := h.run("start", "--label", "k=v", "--stdin", "--", "read x; echo got:$x; exit 4")
-	if r.code != 0 || !strings.Contains(r.stderr, "started the corral daemon") {
-		t.Fatalf("first start: %+v", r)
-	}
+	require.Truef(t, r.code == 0 && strings.Contains(r.stderr, "started the corral daemon"), "first start: %+v", r)
 	id := strings.TrimSpace(r.stdout)
-	if !registry.ValidID(id) {
-		t.Fatalf("start printed %q", id)
-	}
-	if ps := h.mustRun("ps", "--label", "k=v"); !strings.Contains(ps, id) || !strings.Contains(ps, "running") {
-		t.Fatalf("ps:\n%s", ps)
-	}
+	require.Truef(t, registry.ValidID(id), "start printed %q", id)
+	ps := h.mustRun("ps", "--label", "k=v")
+	require.Truef(t, strings.Contains(ps, id) && strings.Contains(ps, "running"), "ps:\n%s", ps)
 	h.mustRun("send", id[:9], "hello")
 	if r := h.run("wait", id); r.code != 4 {
-		t.Fatalf("wait: %+v", r)
+		require.FailNow(t, fmt.Sprintf("wait: %+v", r))
 	}
 	if out := h.mustRun("logs", id); out != "got:hello\n" {
-		t.Fatalf("logs %q", out)
+		require.FailNow(t, fmt.Sprintf("logs %q", out))
 	}
 	if out := h.mustRun("logs", "--since-byte", "4", id); out != "hello\n" {
-		t.Fatalf("logs --since-byte %q", out)
+		require.FailNow(t, fmt.Sprintf("logs --since-byte %q", out))
 	}
 	id2 := strings.TrimSpace(h.mustRun("start", "--", "seq 1 5; echo end"))
 	if out := h.mustRun("logs", "-f", "--tail", "2", id2); !strings.HasSuffix(out, "5\nend\n") {
-		t.Fatalf("logs -f --tail 2 %q", out)
+		require.FailNow(t, fmt.Sprintf("logs -f --tail 2 %q", out))
 	}
 	if r := h.run("wait", "--timeout", "50ms", strings.TrimSpace(h.mustRun("start", "--", "sleep 6391.7"))); r.code != 124 {
-		t.Fatalf("wait --timeout: %+v", r)
+		require.FailNow(t, fmt.Sprintf("wait --timeout: %+v", r))
 	}
 	// Usage errors: one line, exit 2.
 	for _, args := range [][]string{
@@ -60,31 +58,25 @@ func TestDaemonCLI(t *testing.T) {
 		{"rm", "0000"},
 	} {
 		r := h.run(args...)
-		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-			t.Errorf("corral %q: exit %d stderr %q", args, r.code, r.stderr)
-		}
+		assert.Truef(t, r.code == 2 && strings.Count(strings.TrimSpace(r.stderr), "\n") == 0, "corral %q: exit %d stderr %q", args, r.code, r.stderr)
 	}
 	// rm a running process is refused; after kill --all it works.
 	if r := h.run("rm", id2); r.code != 0 {
-		t.Fatalf("rm finished: %+v", r)
+		require.FailNow(t, fmt.Sprintf("rm finished: %+v", r))
 	}
 	var killed []registry.KillResult
 	if err := json.Unmarshal([]byte(h.mustRun("kill", "--all", "--json")), &killed); err != nil || len(killed) != 1 || killed[0].State != registry.StateKilled {
-		t.Fatalf("kill --all: %+v %v", killed, err)
+		require.FailNow(t, fmt.Sprintf("kill --all: %+v %v", killed, err))
 	}
 	ev := h.mustRun("events", "--json")
-	if !strings.Contains(ev, `"type": "started"`) {
-		t.Fatalf("events: %s", ev)
-	}
-	if out := h.mustRun("doctor"); !strings.Contains(out, "daemon") || !strings.Contains(out, "pty") {
-		t.Fatalf("doctor:\n%s", out)
-	}
+	require.Truef(t, strings.Contains(ev, `"type": "started"`), "events: %s", ev)
+	out := h.mustRun("doctor")
+	require.Truef(t, strings.Contains(out, "daemon") && strings.Contains(out, "pty"), "doctor:\n%s", out)
 	if r := h.run("shutdown"); r.code != 0 {
-		t.Fatalf("shutdown: %+v", r)
+		require.FailNow(t, fmt.Sprintf("shutdown: %+v", r))
 	}
-	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
-		t.Fatalf("socket left after shutdown: %v", err)
-	}
+	_, err := os.Stat(h.socket)
+	require.Truef(t, os.IsNotExist(err), "socket left after shutdown: %v", err)
 }
 
 // TestDaemonCrashRecovery kills the daemon with SIGKILL while 20 processes
@@ -139,33 +131,25 @@ func TestDaemonCrashRecovery(t *testing.T) {
 
 		h.startServe()
 		got := h.list(label)
-		if len(got) != n {
-			t.Fatalf("round %d: %d processes listed after restart, want %d", round, len(got), n)
-		}
+		require.Truef(t, len(got) == n, "round %d: %d processes listed after restart, want %d", round, len(got), n)
 		byID := map[string]registry.Info{}
 		for _, in := range got {
 			byID[in.ID] = in
 		}
 		for k, id := range ids {
 			in := byID[id]
-			if k%2 == 0 && in.State != registry.StateRunning {
-				t.Fatalf("round %d: %s should still run, is %s (%s)", round, id, in.State, in.Reason)
-			}
-			if k%2 == 1 && (in.State != registry.StateExited || in.Status == nil || in.Status.Code != k%7) {
-				t.Fatalf("round %d: %s should have exited %d: %+v", round, id, k%7, in)
-			}
+			require.Truef(t, k%2 != 0 || in.State == registry.StateRunning, "round %d: %s should still run, is %s (%s)", round, id, in.State, in.Reason)
+			require.Truef(t, k%2 != 1 || in.State == registry.StateExited && in.Status != nil && in.Status.Code == k%7, "round %d: %s should have exited %d: %+v", round, id, k%7, in)
 		}
 		for k := 0; k < n; k += 2 {
 			os.WriteFile(filepath.Join(flags, fmt.Sprintf("%d-%d", round, k)), nil, 0o600)
 		}
 		want := seqLines(1, 2*lines)
 		for k, id := range ids {
-			if r := h.run("wait", id); r.code != k%7 {
-				t.Fatalf("round %d: wait %s: %+v", round, id, r)
-			}
-			if out := h.mustRun("logs", id); out != want {
-				t.Fatalf("round %d: output of %s: %d bytes, want %d (gap or duplicate)", round, id, len(out), len(want))
-			}
+			r := h.run("wait", id)
+			require.Truef(t, r.code == k%7, "round %d: wait %s: %+v", round, id, r)
+			out := h.mustRun("logs", id)
+			require.Truef(t, out == want, "round %d: output of %s: %d bytes, want %d (gap or duplicate)", round, id, len(out), len(want))
 		}
 		h.crashServe()
 	}
@@ -195,16 +179,12 @@ func TestDaemonRefusesOtherUID(t *testing.T) {
 	h.startServe()
 	// A copy of the binary that uid 65534 can execute.
 	pub, err := os.MkdirTemp("", "cdpub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer os.RemoveAll(pub)
 	os.Chmod(pub, 0o755)
 	data, _ := os.ReadFile(bin)
 	pubBin := filepath.Join(pub, "corral")
-	if err := os.WriteFile(pubBin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(pubBin, data, 0o755))
 	asNobody := func() cliResult {
 		cmd := exec.Command(pubBin, "ps")
 		cmd.Env = []string{"HOME=" + pub, "CORRAL_SOCKET=" + h.socket, "CORRAL_NO_AUTOSTART=1", "PATH=/usr/bin:/bin"}
@@ -215,7 +195,7 @@ func TestDaemonRefusesOtherUID(t *testing.T) {
 		return cliResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
 	}
 	if r := asNobody(); r.code == 0 || !strings.Contains(r.stderr, "permission denied") {
-		t.Fatalf("other uid with default permissions: %+v", r)
+		require.FailNow(t, fmt.Sprintf("other uid with default permissions: %+v", r))
 	}
 	// Open the path to everyone: only SO_PEERCRED stands in the way now.
 	for _, p := range []string{filepath.Dir(filepath.Dir(h.socket)), filepath.Dir(filepath.Dir(filepath.Dir(h.socket))), filepath.Dir(h.socket)} {
@@ -223,17 +203,12 @@ func TestDaemonRefusesOtherUID(t *testing.T) {
 	}
 	os.Chmod(h.socket, 0o666)
 	r := asNobody()
-	if r.code != 125 || !strings.Contains(r.stderr, "serves only uid 0") {
-		t.Fatalf("other uid through open permissions: %+v", r)
-	}
+	require.Truef(t, r.code == 125 && strings.Contains(r.stderr, "serves only uid 0"), "other uid through open permissions: %+v", r)
 	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
 	log, _ := os.ReadFile(filepath.Join(h.home, "serve.log"))
-	if !strings.Contains(string(log), "refused a connection from another user") || !strings.Contains(string(log), "peer_uid=65534") {
-		t.Fatalf("daemon log does not report the refusal:\n%s", log)
-	}
-	if out := h.mustRun("ps"); !strings.Contains(out, "ID") {
-		t.Fatalf("owner refused? %q", out)
-	}
+	require.Truef(t, strings.Contains(string(log), "refused a connection from another user") && strings.Contains(string(log), "peer_uid=65534"), "daemon log does not report the refusal:\n%s", log)
+	out := h.mustRun("ps")
+	require.Truef(t, strings.Contains(out, "ID"), "owner refused? %q", out)
 }
 
 // TestDaemonConcurrentCLI fires 200 CLI calls at once and reports the
@@ -277,7 +252,7 @@ func TestDaemonConcurrentCLI(t *testing.T) {
 	}
 	wg.Wait()
 	if len(failures) > 0 {
-		t.Fatalf("%d of %d calls failed, first: %s", len(failures), calls, failures[0])
+		require.FailNow(t, fmt.Sprintf("%d of %d calls failed, first: %s", len(failures), calls, failures[0]))
 	}
 	slices.Sort(lat)
 	t.Logf("%d concurrent CLI calls (process start included): p50 %s, p99 %s, max %s", calls, lat[calls/2], lat[calls*99/100], lat[calls-1])
@@ -310,7 +285,7 @@ func TestDaemonPS1000(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	var runs []time.Duration
 	var lines int
@@ -320,9 +295,7 @@ func TestDaemonPS1000(t *testing.T) {
 		runs = append(runs, time.Since(t0))
 		lines = strings.Count(out, "\n")
 	}
-	if lines != 1001 {
-		t.Fatalf("ps -a printed %d lines, want 1001", lines)
-	}
+	require.Truef(t, lines == 1001, "ps -a printed %d lines, want 1001", lines)
 	slices.Sort(runs)
 	t.Logf("corral ps -a with 1000 tracked processes, end to end: median %s, min %s, max %s", runs[len(runs)/2], runs[0], runs[len(runs)-1])
 }
@@ -340,22 +313,16 @@ func TestDaemonGracefulStopKeepsProcesses(t *testing.T) {
 	id := strings.TrimSpace(h.mustRun("start", "--", fmt.Sprintf("echo before; while [ ! -e %s ] && [ -d %s ]; do sleep 0.05; done; echo after; exit 9", flag, dir)))
 	waitCond(t, "first output", func() bool { return h.mustRun("logs", id) == "before\n" })
 	h.serve.Process.Signal(syscall.SIGTERM)
-	if err := h.serve.Wait(); err != nil {
-		t.Fatalf("serve after SIGTERM: %v", err)
-	}
+	require.NoError(t, h.serve.Wait(), "serve after SIGTERM")
 	h.serve = nil
-	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
-		t.Fatalf("socket left: %v", err)
-	}
+	_, err := os.Stat(h.socket)
+	require.Truef(t, os.IsNotExist(err), "socket left: %v", err)
 	h.startServe()
-	if in := h.list(""); len(in) != 1 || in[0].State != registry.StateRunning {
-		t.Fatalf("after graceful restart: %+v", in)
-	}
+	in := h.list("")
+	require.Truef(t, len(in) == 1 && in[0].State == registry.StateRunning, "after graceful restart: %+v", in)
 	os.WriteFile(flag, nil, 0o600)
-	if r := h.run("wait", id); r.code != 9 {
-		t.Fatalf("wait: %+v", r)
-	}
-	if out := h.mustRun("logs", id); out != "before\nafter\n" {
-		t.Fatalf("logs %q", out)
-	}
+	r := h.run("wait", id)
+	require.Truef(t, r.code == 9, "wait: %+v", r)
+	out := h.mustRun("logs", id)
+	require.Truef(t, out == "before\nafter\n", "logs %q", out)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env/ssh/sshtest"
@@ -35,15 +38,11 @@ func newDaemonHome(t testing.TB, bin string) *daemonHome {
 	t.Helper()
 	// Short paths: a unix socket path must fit in 108 bytes.
 	root, err := os.MkdirTemp("", "cd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h := &daemonHome{t: t, bin: bin, home: filepath.Join(root, "h")}
 	rt := filepath.Join(root, "r")
 	for _, d := range []string{h.home, rt} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(d, 0o700))
 	}
 	h.socket = filepath.Join(rt, "corral", "corral.sock")
 	for _, kv := range os.Environ() {
@@ -74,9 +73,35 @@ func newDaemonHome(t testing.TB, bin string) *daemonHome {
 			h.serve.Process.Kill()
 			h.serve.Wait()
 		}
+		if t.Failed() {
+			h.logDaemonLogs()
+		}
 		os.RemoveAll(root)
 	})
 	return h
+}
+
+// logDaemonLogs logs the end of every daemon log of this home (the
+// foreground daemon's serve.log, an auto-started one's daemon.log): a
+// failure in CI is explained by what the daemon did, and the home is
+// removed right after.
+func (h *daemonHome) logDaemonLogs() {
+	const tail = 80
+	_ = filepath.WalkDir(h.home, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (d.Name() != "serve.log" && d.Name() != "daemon.log") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > tail {
+			lines = lines[len(lines)-tail:]
+		}
+		h.t.Logf("the last %d lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
+		return nil
+	})
 }
 
 // run runs corral with this home's environment.
@@ -91,7 +116,7 @@ func (h *daemonHome) run(args ...string) cliResult {
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		h.t.Fatalf("corral %q: %v", args, err)
+		require.FailNow(h.t, fmt.Sprintf("corral %q: %v", args, err))
 	}
 	return cliResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
 }
@@ -101,7 +126,7 @@ func (h *daemonHome) mustRun(args ...string) string {
 	h.t.Helper()
 	r := h.run(args...)
 	if r.code != 0 {
-		h.t.Fatalf("corral %q: exit %d, stderr %q", args, r.code, r.stderr)
+		require.FailNow(h.t, fmt.Sprintf("corral %q: exit %d, stderr %q", args, r.code, r.stderr))
 	}
 	return r.stdout
 }
@@ -114,14 +139,10 @@ func (h *daemonHome) startServe(extra ...string) {
 	cmd := exec.Command(h.bin, append([]string{"serve", "--log-level", "info"}, extra...)...)
 	cmd.Env = h.env
 	logf, err := os.OpenFile(filepath.Join(h.home, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, err)
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, cmd.Start())
 	h.serve = cmd
 	c := daemon.NewClient(h.socket)
 	defer c.CloseIdle()
@@ -135,7 +156,7 @@ func (h *daemonHome) startServe(extra ...string) {
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(h.home, "serve.log"))
-			h.t.Fatalf("corral serve did not answer within 3 minutes: %v\n%s", err, log)
+			require.FailNow(h.t, fmt.Sprintf("corral serve did not answer within 3 minutes: %v\n%s", err, log))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -157,9 +178,7 @@ func (h *daemonHome) list(label string) []registry.Info {
 		args = append(args, "--label", label)
 	}
 	var out []registry.Info
-	if err := json.Unmarshal([]byte(h.mustRun(args...)), &out); err != nil {
-		h.t.Fatalf("ps --json: %v", err)
-	}
+	require.NoError(h.t, json.Unmarshal([]byte(h.mustRun(args...)), &out), "ps --json")
 	return out
 }
 
@@ -167,9 +186,7 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		require.Falsef(t, time.Now().After(deadline), "timed out waiting for %s", what)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -194,9 +211,7 @@ func exitRecorded(dir string) bool {
 func (h *daemonHome) trustSSH(srv *sshtest.Server) {
 	h.t.Helper()
 	dotSSH := filepath.Join(h.home, ".ssh")
-	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, os.MkdirAll(dotSSH, 0o700))
 	copyFile(h.t, srv.ClientKey, filepath.Join(dotSSH, "id_ed25519"), 0o600)
 	copyFile(h.t, srv.KnownHosts, filepath.Join(dotSSH, "known_hosts"), 0o600)
 	h.env = slices.DeleteFunc(h.env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") })

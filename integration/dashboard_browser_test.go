@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,17 +29,16 @@ func requireChromium(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("CORRAL_REQUIRE_BROWSER") == "1" {
-		t.Fatal("no chromium on PATH (CORRAL_REQUIRE_BROWSER=1): apt-get install chromium")
-	}
+	require.True(t, os.Getenv("CORRAL_REQUIRE_BROWSER") != "1", "no chromium on PATH (CORRAL_REQUIRE_BROWSER=1): apt-get install chromium")
 	t.Skip("no chromium on PATH: the dashboard's browser test needs it (set CORRAL_REQUIRE_BROWSER=1 to fail instead)")
 	return ""
 }
 
-// TestDashboardInBrowser drives the dashboard in headless Chromium: a
-// process started from the CLI appears, its live output shows, and a
-// force kill of a TERM-ignoring tree with a setsid escapee ends all of it,
-// with the row turning killed in a second tab.
+// TestDashboardInBrowser drives the dashboard in headless Chromium: the
+// empty page says how to start a process; a process started from the CLI
+// appears with the columns and texts of corral ps; its live output shows,
+// and a force kill of a TERM-ignoring tree with a setsid escapee ends all
+// of it, with the row turning killed in a second tab.
 func TestDashboardInBrowser(t *testing.T) {
 	chromium := requireChromium(t)
 	h := newDaemonHome(t, buildCorral(t))
@@ -73,6 +74,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, base, loc, "the token stays in the address bar")
 
+	poll := func(ctx context.Context, expr string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Minute)))
+		require.NoError(t, err, "waiting for %s", expr)
+	}
+	// Nothing runs yet: the right pane says how to start something.
+	poll(ctx, `!document.getElementById("hint").hidden && !document.getElementById("hint-start").hidden`+
+		` && document.getElementById("hint").textContent.includes("corral start -- <command>")`)
+
 	m := cliSleepMarker(t)
 	id := strings.TrimSpace(h.mustRun("start", "--label", "role=victim", "--",
 		"sh", "-c", "trap '' TERM; echo hello-from-cli; setsid sleep "+m+" & sleep "+m+" & wait"))
@@ -81,16 +91,47 @@ func TestDashboardInBrowser(t *testing.T) {
 	cliRequireMarkerRunning(t, m, 2)
 
 	row := `tr[data-id="` + id + `"]`
-	poll := func(ctx context.Context, expr string) {
-		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Minute)))
-		require.NoError(t, err, "waiting for %s", expr)
+
+	// A dev server shows with what ps shows of it: its name, readiness,
+	// time left, port and command as typed.
+	python := realPython(t)
+	port := freeTCPPort(t)
+	web := strings.TrimSpace(h.mustRun("start", "--name", "web", "--ttl", "1h", "--ready-port", fmt.Sprint(port), "--",
+		python, "-m", "http.server", fmt.Sprint(port), "--bind", "127.0.0.1"))
+	webCell := func(key string) string { return `document.querySelector('tr[data-id="` + web + `"] td.` + key + `')` }
+	poll(ctx, webCell("ports")+` && `+webCell("ports")+`.textContent === "`+fmt.Sprint(port)+`"`+
+		` && `+webCell("state")+`.textContent === "running, ready"`)
+	heads, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#head th")].map(th => th.textContent).join(",")`))
+	require.NoError(t, err)
+	assert.Equal(t, "ID,NAME,BACKEND,STATE,AGE,LEFT,PID,CPU,MEM,PORTS,COMMAND,LABELS", heads)
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(["name", "state", "left", "ports", "command"]`+
+		`.map(k => [k, document.querySelector('tr[data-id="`+web+`"] td.' + k).textContent]))`))
+	require.NoError(t, err)
+	assert.Regexp(t, `^(59m\d+s|1h0m)$`, cells["left"])
+	wantCommand := python + " -m http.server " + fmt.Sprint(port) + " --bind 127.0.0.1"
+	assert.Equal(t, wantCommand, cells["command"], "the command as typed")
+	psRow := ""
+	for line := range strings.SplitSeq(h.mustRun("ps"), "\n") {
+		if strings.HasPrefix(line, web) {
+			psRow = line
+		}
 	}
+	for _, k := range []string{"name", "state", "ports"} {
+		assert.Contains(t, psRow, "  "+cells[k]+"  ", "ps shows the same %s as the dashboard", k)
+	}
+	_, psCommand, _ := strings.Cut(psRow, "  "+python)
+	assert.True(t, strings.HasPrefix(wantCommand, python+strings.TrimSuffix(psCommand, "…")),
+		"ps shows the same command, clipped to its width: %q", psRow)
+
+	// Processes but none chosen: the right pane says what choosing does.
+	poll(ctx, `!document.getElementById("hint-choose").hidden`+
+		` && document.getElementById("hint").textContent.includes("Choose a process on the left")`)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.Click(chromedp.CSS(row)),
 		chromedp.WaitVisible(chromedp.CSS("#detail"))))
 	poll(ctx, `document.getElementById("output").textContent.includes("hello-from-cli")`)
+	poll(ctx, `document.getElementById("hint").hidden`)
 
 	// A second tab of the same browser: the cookie is enough.
 	tab2, cancelTab2 := chromedp.NewContext(tab1)
@@ -125,4 +166,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	cliRequireMarkerGone(t, m)
 
 	poll(ctx2, `(document.querySelector('`+row+` td.state') || {}).textContent === "killed (SIGKILL)"`)
+}
+
+// realPython returns the path of the python3 interpreter itself, not of a
+// version manager's shim, which may not work under the daemon's HOME.
+func realPython(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found: it is the dev server of this test (apt-get install python3)")
+	}
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -166,7 +166,7 @@ func (b *devBackend) info(t *testing.T, id string) registry.Info {
 			return in
 		}
 	}
-	t.Fatalf("ps -a does not list %s", id)
+	require.FailNow(t, fmt.Sprintf("ps -a does not list %s", id))
 	return registry.Info{}
 }
 
@@ -214,7 +214,7 @@ func (b *devBackend) ttl(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond)
 	assert.Equal(t, registry.StateTimedOut, in.State)
 	assert.Equal(t, registry.TimedOutTTL, in.TimedOut)
-	assert.Equal(t, time.Second, in.TTL)
+	assert.Equal(t, time.Second, in.TTL.D())
 	ev := b.event(t, id, registry.EventTTLExpired)
 	assert.Contains(t, ev.Summary, id)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/docker"
@@ -50,18 +53,16 @@ func requireDocker(t testing.TB) *client.Client {
 	})
 	if dockerErr != nil {
 		if os.Getenv("CORRAL_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("docker engine required (CORRAL_REQUIRE_DOCKER=1): %v", dockerErr)
+			require.FailNow(t, fmt.Sprintf("docker engine required (CORRAL_REQUIRE_DOCKER=1): %v", dockerErr))
 		}
 		t.Skipf("no usable docker engine (set CORRAL_REQUIRE_DOCKER=1 to fail instead): %v", dockerErr)
 	}
 	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { cli.Close() })
 	ctx := dockerCtx(t)
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Fatalf("ping engine: %v", err)
+		require.FailNow(t, fmt.Sprintf("ping engine: %v", err))
 	}
 	return cli
 }
@@ -94,12 +95,10 @@ func startUserContainer(t testing.TB, cli *client.Client) string {
 		},
 		HostConfig: &container.HostConfig{Init: &init},
 	})
-	if err != nil {
-		t.Fatalf("create container: %v", err)
-	}
+	require.NoError(t, err, "create container")
 	t.Cleanup(func() { removeContainer(cli, name) })
 	if _, err := cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container: %v", err)
+		require.FailNow(t, fmt.Sprintf("start container: %v", err))
 	}
 	return name
 }
@@ -114,12 +113,10 @@ func removeContainer(cli *client.Client, name string) {
 func openDocker(t *testing.T, target string) env.Environment {
 	t.Helper()
 	e, err := docker.Open(dockerCtx(t), target, docker.Options{})
-	if err != nil {
-		t.Fatalf("docker.Open(%q): %v", target, err)
-	}
+	require.NoErrorf(t, err, "docker.Open(%q)", target)
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
-			t.Errorf("Close %s: %v", e.Name(), err)
+			assert.Fail(t, fmt.Sprintf("Close %s: %v", e.Name(), err))
 		}
 	})
 	return e
@@ -135,15 +132,11 @@ func runIn(t *testing.T, e env.Environment, command string) (string, env.ExitSta
 	t.Helper()
 	ctx := dockerCtx(t)
 	p, err := e.Start(ctx, env.Spec{Command: command})
-	if err != nil {
-		t.Fatalf("Start(%q): %v", command, err)
-	}
+	require.NoErrorf(t, err, "Start(%q)", command)
 	defer p.Release()
 	out := readAll(t, p, 0)
 	st, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatalf("Wait(%q): %v", command, err)
-	}
+	require.NoErrorf(t, err, "Wait(%q)", command)
 	return out, st
 }
 
@@ -152,13 +145,11 @@ func readAll(t *testing.T, p env.Process, offset int64) string {
 	t.Helper()
 	ctx := dockerCtx(t)
 	r, err := p.Output(ctx, offset)
-	if err != nil {
-		t.Fatalf("Output: %v", err)
-	}
+	require.NoError(t, err, "Output")
 	defer r.Close()
 	var buf bytes.Buffer
 	if _, err := io.Copy(&buf, r); err != nil {
-		t.Fatalf("read output: %v (got %q)", err, buf.String())
+		require.FailNow(t, fmt.Sprintf("read output: %v (got %q)", err, buf.String()))
 	}
 	return buf.String()
 }
@@ -168,17 +159,13 @@ func waitOutput(t *testing.T, p env.Process, want string) {
 	t.Helper()
 	ctx := dockerCtx(t)
 	r, err := p.Output(ctx, 0)
-	if err != nil {
-		t.Fatalf("Output: %v", err)
-	}
+	require.NoError(t, err, "Output")
 	defer r.Close()
 	var buf []byte
 	chunk := make([]byte, 4096)
 	for !bytes.Contains(buf, []byte(want)) {
 		n, err := r.Read(chunk)
 		buf = append(buf, chunk[:n]...)
-		if err != nil && !bytes.Contains(buf, []byte(want)) {
-			t.Fatalf("output ended before %q: %v (got %q)", want, err, buf)
-		}
+		require.Truef(t, err == nil || bytes.Contains(buf, []byte(want)), "output ended before %q: %v (got %q)", want, err, buf)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/docker"
@@ -22,9 +24,7 @@ import (
 func topHas(t *testing.T, cli *client.Client, name, s string) (bool, int) {
 	t.Helper()
 	top, err := cli.ContainerTop(dockerCtx(t), name, client.ContainerTopOptions{})
-	if err != nil {
-		t.Fatalf("docker top %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "docker top %s", name)
 	cmdCol := len(top.Titles) - 1
 	found := false
 	for _, p := range top.Processes {
@@ -44,9 +44,7 @@ func TestDockerTimeoutKillLeavesNothing(t *testing.T) {
 	ctx := dockerCtx(t)
 
 	p, err := e.Start(ctx, env.Spec{Command: `sleep 300 & setsid sleep 300 & (sleep 300 &); echo started; sleep 300`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Release()
 	waitOutput(t, p, "started\n")
 
@@ -54,28 +52,19 @@ func TestDockerTimeoutKillLeavesNothing(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	_, err = p.Wait(wctx)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait before the kill = %v, want the deadline", err)
-	}
+	require.Truef(t, errors.Is(err, context.DeadlineExceeded), "Wait before the kill = %v, want the deadline", err)
 	if found, _ := topHas(t, cli, name, "sleep 300"); !found {
-		t.Fatal("docker top shows no `sleep 300` before the kill: the test would prove nothing")
+		require.FailNow(t, "docker top shows no `sleep 300` before the kill: the test would prove nothing")
 	}
-	if err := p.Signal(ctx, env.SIGKILL); err != nil {
-		t.Fatalf("Signal KILL: %v", err)
-	}
+	require.NoError(t, p.Signal(ctx, env.SIGKILL), "Signal KILL")
 	st, err := p.Wait(ctx)
-	if err != nil || st != env.Signaled(env.SIGKILL) {
-		t.Fatalf("Wait after kill = %v, %v; want killed by KILL", st, err)
-	}
+	require.Truef(t, err == nil && st == env.Signaled(env.SIGKILL), "Wait after kill = %v, %v; want killed by KILL", st, err)
 	waitNoSurvivors(t, p)
 
 	out, st := runIn(t, e, "ps -o pid,args")
-	if !st.Success() || strings.Contains(out, "sleep 300") {
-		t.Errorf("ps inside %s after the kill (%v):\n%s", name, st, out)
-	}
-	if found, _ := topHas(t, cli, name, "sleep 300"); found {
-		t.Errorf("docker top %s still shows `sleep 300` after the kill", name)
-	}
+	assert.Truef(t, st.Success() && !strings.Contains(out, "sleep 300"), "ps inside %s after the kill (%v):\n%s", name, st, out)
+	found, _ := topHas(t, cli, name, "sleep 300")
+	assert.Falsef(t, found, "docker top %s still shows `sleep 300` after the kill", name)
 }
 
 // waitNoSurvivors waits until nothing of p's tree is left, as the registry
@@ -85,15 +74,13 @@ func waitNoSurvivors(t *testing.T, p env.Process) {
 	ctx := dockerCtx(t)
 	for {
 		left, err := p.Survivors(ctx)
-		if err != nil {
-			t.Fatalf("Survivors: %v", err)
-		}
+		require.NoError(t, err, "Survivors")
 		if len(left) == 0 {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("processes of the tree still alive after the kill: %v", left)
+			require.FailNow(t, fmt.Sprintf("processes of the tree still alive after the kill: %v", left))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -106,23 +93,18 @@ func TestDockerForkBombContained(t *testing.T) {
 	const limit = 96
 	e, err := docker.Open(dockerCtx(t), fmt.Sprintf("docker-image://%s?pids=%d", dockerTestImage, limit),
 		docker.Options{Owner: uniqueName("it-bomb-")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer e.Close()
 	name := containerOf(e)
 	ctx := dockerCtx(t)
 
 	p, err := e.Start(ctx, env.Spec{Command: `bomb() { bomb | bomb & }; bomb; sleep 300`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Release()
 	// The shell reports the failed fork once the limit is reached.
 	waitOutput(t, p, "can't fork")
-	if _, n := topHas(t, cli, name, "sleep"); n > limit {
-		t.Errorf("docker top shows %d processes in a sandbox limited to %d", n, limit)
-	}
+	_, n := topHas(t, cli, name, "sleep")
+	assert.Truef(t, n <= limit, "docker top shows %d processes in a sandbox limited to %d", n, limit)
 
 	// Every exec competes with the bomb for a pid: the Environment may
 	// report itself unavailable for a moment, but not the sandbox gone.
@@ -131,26 +113,20 @@ func TestDockerForkBombContained(t *testing.T) {
 		if err == nil || errors.Is(err, env.ErrExited) {
 			break
 		}
-		if !errors.Is(err, env.ErrUnavailable) {
-			t.Fatalf("Signal KILL to the bomb: %v", err)
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the bomb could not be killed: %v", err)
-		}
+		require.Truef(t, errors.Is(err, env.ErrUnavailable), "Signal KILL to the bomb: %v", err)
+		require.Truef(t, ctx.Err() == nil, "the bomb could not be killed: %v", err)
 	}
 	// The wrapper that records the exit status competes for pids too; when
 	// it could not, the process is reported lost (ErrNotFound), which is
 	// honest. Anything else, or a hang, is a failure.
 	if st, err := p.Wait(ctx); err != nil && !errors.Is(err, env.ErrNotFound) {
-		t.Fatalf("Wait for the bomb: %v", err)
+		require.FailNow(t, fmt.Sprintf("Wait for the bomb: %v", err))
 	} else {
 		t.Logf("bomb ended: %v, %v", st, err)
 	}
 	waitNoSurvivors(t, p)
 	out, st := runIn(t, e, "echo still-responsive")
-	if !st.Success() || out != "still-responsive\n" {
-		t.Errorf("after the bomb: %q, %v", out, st)
-	}
+	assert.Truef(t, st.Success() && out == "still-responsive\n", "after the bomb: %q, %v", out, st)
 }
 
 // A container stopped from outside while a process runs: Wait and Output
@@ -162,16 +138,12 @@ func TestDockerContainerStoppedUnderProcess(t *testing.T) {
 	ctx := dockerCtx(t)
 
 	p, err := e.Start(ctx, env.Spec{Command: `echo ready; sleep 300`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Release()
 	waitOutput(t, p, "ready\n")
 
 	r, err := p.Output(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	readErr := make(chan error, 1)
 	go func() {
@@ -181,21 +153,19 @@ func TestDockerContainerStoppedUnderProcess(t *testing.T) {
 
 	timeout := 1
 	if _, err := cli.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if _, err := p.Wait(ctx); !errors.Is(err, env.ErrSandboxGone) {
-		t.Errorf("Wait after the container stopped = %v, want ErrSandboxGone", err)
+		assert.Fail(t, fmt.Sprintf("Wait after the container stopped = %v, want ErrSandboxGone", err))
 	}
 	select {
 	case err := <-readErr:
-		if !errors.Is(err, env.ErrSandboxGone) {
-			t.Errorf("Output after the container stopped ended with %v, want ErrSandboxGone", err)
-		}
+		assert.Truef(t, errors.Is(err, env.ErrSandboxGone), "Output after the container stopped ended with %v, want ErrSandboxGone", err)
 	case <-ctx.Done():
-		t.Fatal("Output reader hangs after the container stopped")
+		require.FailNow(t, "Output reader hangs after the container stopped")
 	}
 	if _, err := e.Start(ctx, env.Spec{Command: "true"}); !errors.Is(err, env.ErrSandboxGone) || !strings.Contains(err.Error(), name) {
-		t.Errorf("Start in the stopped container = %v, want ErrSandboxGone naming %s", err, name)
+		assert.Fail(t, fmt.Sprintf("Start in the stopped container = %v, want ErrSandboxGone naming %s", err, name))
 	}
 }
 
@@ -211,20 +181,14 @@ func TestDockerReattachFiveProcesses(t *testing.T) {
 	run := func(t *testing.T, target string, opts docker.Options, drop func(env.Environment)) {
 		ctx := dockerCtx(t)
 		first, err := docker.Open(ctx, target, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { removeContainer(cli, containerOf(first)) })
 		var refs []env.Ref
 		for n := range 5 {
 			p, err := first.Start(ctx, env.Spec{Command: cmd(n), Detach: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ref, err := p.Ref()
-			if err != nil {
-				t.Fatalf("Ref: %v", err)
-			}
+			require.NoError(t, err, "Ref")
 			refs = append(refs, ref)
 			waitOutput(t, p, fmt.Sprintf("p%d line 2\n", n))
 			p.Release()
@@ -232,33 +196,27 @@ func TestDockerReattachFiveProcesses(t *testing.T) {
 		drop(first)
 
 		second, err := docker.Open(ctx, target, opts)
-		if err != nil {
-			t.Fatalf("re-open %s: %v", target, err)
-		}
+		require.NoErrorf(t, err, "re-open %s", target)
 		defer second.Close()
 		if second.Name() != first.Name() {
-			t.Fatalf("re-opened sandbox is %s, was %s", second.Name(), first.Name())
+			require.FailNow(t, fmt.Sprintf("re-opened sandbox is %s, was %s", second.Name(), first.Name()))
 		}
 		for n, ref := range refs {
 			if ref.Env != second.Name() {
-				t.Errorf("Ref.Env = %q, Environment is %q", ref.Env, second.Name())
+				assert.Fail(t, fmt.Sprintf("Ref.Env = %q, Environment is %q", ref.Env, second.Name()))
 			}
 			p, err := second.Attach(ctx, ref)
-			if err != nil {
-				t.Fatalf("Attach p%d: %v", n, err)
-			}
+			require.NoErrorf(t, err, "Attach p%d", n)
 			out := readAll(t, p, 0)
 			var want strings.Builder
 			for i := range lines {
 				fmt.Fprintf(&want, "p%d line %d\n", n, i)
 			}
 			if out != want.String() {
-				t.Errorf("p%d output after re-attach:\n%s\nwant:\n%s", n, out, want.String())
+				assert.Fail(t, fmt.Sprintf("p%d output after re-attach:\n%s\nwant:\n%s", n, out, want.String()))
 			}
 			st, err := p.Wait(ctx)
-			if err != nil || st != env.Exited(10+n) {
-				t.Errorf("p%d Wait = %v, %v; want exit %d", n, st, err, 10+n)
-			}
+			assert.Truef(t, err == nil && st == env.Exited(10+n), "p%d Wait = %v, %v; want exit %d", n, st, err, 10+n)
 			p.Release()
 		}
 	}
@@ -266,9 +224,7 @@ func TestDockerReattachFiveProcesses(t *testing.T) {
 	t.Run("closed", func(t *testing.T) {
 		target := fmt.Sprintf("docker-image://%s?persist=true&name=%s", dockerTestImage, uniqueName("corral-it-reattach-"))
 		run(t, target, docker.Options{}, func(e env.Environment) {
-			if err := e.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
+			require.NoError(t, e.Close(), "Close")
 		})
 	})
 	t.Run("crashed", func(t *testing.T) {
@@ -293,9 +249,7 @@ func TestDockerSandboxHardening(t *testing.T) {
 	cli := requireDocker(t)
 	ctx := dockerCtx(t)
 	e, err := docker.Open(ctx, "docker-image://"+dockerTestImage, docker.Options{Owner: uniqueName("it-hard-")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	name := containerOf(e)
 	closed := false
 	defer func() {
@@ -305,9 +259,7 @@ func TestDockerSandboxHardening(t *testing.T) {
 	}()
 
 	out, st := runIn(t, e, `grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status`)
-	if !st.Success() {
-		t.Fatalf("reading /proc/self/status: %v\n%s", st, out)
-	}
+	require.Truef(t, st.Success(), "reading /proc/self/status: %v\n%s", st, out)
 	// CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5) SETGID(6) SETUID(7)
 	const declared = 1<<0 | 1<<1 | 1<<3 | 1<<5 | 1<<6 | 1<<7
 	fields := map[string]string{}
@@ -317,39 +269,30 @@ func TestDockerSandboxHardening(t *testing.T) {
 	}
 	want := fmt.Sprintf("%016x", declared)
 	if fields["CapEff"] != want || fields["CapBnd"] != want {
-		t.Errorf("CapEff %s, CapBnd %s; want %s (the declared set)", fields["CapEff"], fields["CapBnd"], want)
+		assert.Fail(t, fmt.Sprintf("CapEff %s, CapBnd %s; want %s (the declared set)", fields["CapEff"], fields["CapBnd"], want))
 	}
 	if fields["NoNewPrivs"] != "1" {
-		t.Errorf("NoNewPrivs = %q, want 1", fields["NoNewPrivs"])
+		assert.Fail(t, fmt.Sprintf("NoNewPrivs = %q, want 1", fields["NoNewPrivs"]))
 	}
 
 	// PID 1 is the engine's init (docker-init, tini), not the idle loop.
 	out, st = runIn(t, e, `tr '\0' '\n' </proc/1/cmdline | head -n1`)
-	if first := strings.TrimSpace(out); !st.Success() || !strings.Contains(first, "init") {
-		t.Errorf("PID 1 is %q (%v), want an init process", first, st)
-	}
+	first := strings.TrimSpace(out)
+	assert.Truef(t, st.Success() && strings.Contains(first, "init"), "PID 1 is %q (%v), want an init process", first, st)
 
 	res, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := res.Container.Config.Labels; l[docker.LabelManaged] != "true" || !strings.HasPrefix(l[docker.LabelOwner], "it-hard-") {
-		t.Errorf("labels = %v", l)
-	}
-	if hc := res.Container.HostConfig; hc.PidsLimit == nil || *hc.PidsLimit != docker.DefaultPidsLimit || hc.Memory != docker.DefaultMemory {
-		t.Errorf("limits: pids %v memory %d", hc.PidsLimit, hc.Memory)
-	}
+	require.NoError(t, err)
+	l := res.Container.Config.Labels
+	assert.Truef(t, l[docker.LabelManaged] == "true" && strings.HasPrefix(l[docker.LabelOwner], "it-hard-"), "labels = %v", l)
+	hc := res.Container.HostConfig
+	assert.Truef(t, hc.PidsLimit != nil && *hc.PidsLimit == docker.DefaultPidsLimit && hc.Memory == docker.DefaultMemory, "limits: pids %v memory %d", hc.PidsLimit, hc.Memory)
 
 	closed = true
-	if err := e.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	require.NoError(t, e.Close(), "Close")
 	// By ID: Close renames the sandbox (corral-closed-ID) while the
 	// engine deletes it; WaitRemoved waits for that.
-	if err := docker.WaitRemoved(ctx); err != nil {
-		t.Fatalf("WaitRemoved: %v", err)
-	}
+	require.NoError(t, docker.WaitRemoved(ctx), "WaitRemoved")
 	if _, err := cli.ContainerInspect(ctx, res.Container.ID, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
-		t.Errorf("sandbox %s still exists after Close (inspect: %v)", name, err)
+		assert.Fail(t, fmt.Sprintf("sandbox %s still exists after Close (inspect: %v)", name, err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // mcpBinary builds corral (or takes CORRAL_MCP_TEST_BIN, a prebuilt
@@ -72,7 +75,7 @@ func (n *mcpNotes) await(t *testing.T, match func(ev map[string]any) bool) map[s
 		select {
 		case <-n.wake:
 		case <-deadline:
-			t.Fatalf("no matching notification within 60s; got %d others", len(n.notes))
+			require.FailNow(t, fmt.Sprintf("no matching notification within 60s; got %d others", len(n.notes)))
 		}
 	}
 }
@@ -99,9 +102,7 @@ func mcpConnectEnv(t *testing.T, bin string, environ []string, notes *mcpNotes, 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect to corral mcp: %v", err)
-	}
+	require.NoError(t, err, "connect to corral mcp")
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
@@ -113,14 +114,10 @@ func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]a
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s %v: protocol error: %v", tool, args, err)
-	}
+	require.NoErrorf(t, err, "%s %v: protocol error", tool, args)
 	if out != nil && res.StructuredContent != nil {
 		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: decode %s: %v", tool, b, err)
-		}
+		require.NoErrorf(t, json.Unmarshal(b, out), "%s: decode %s", tool, b)
 	}
 	return res
 }
@@ -139,7 +136,7 @@ func mcpText(res *mcp.CallToolResult) string {
 func mcpOK(t *testing.T, res *mcp.CallToolResult) {
 	t.Helper()
 	if res.IsError {
-		t.Fatalf("tool error: %s", mcpText(res))
+		require.FailNow(t, fmt.Sprintf("tool error: %s", mcpText(res)))
 	}
 }
 
@@ -148,11 +145,11 @@ func mcpOK(t *testing.T, res *mcp.CallToolResult) {
 func mcpToolError(t *testing.T, res *mcp.CallToolResult, wants ...string) {
 	t.Helper()
 	if !res.IsError {
-		t.Fatalf("want a tool error, got %s", mcpText(res))
+		require.FailNow(t, fmt.Sprintf("want a tool error, got %s", mcpText(res)))
 	}
 	for _, w := range wants {
 		if !strings.Contains(mcpText(res), w) {
-			t.Errorf("tool error %q lacks %q", mcpText(res), w)
+			assert.Fail(t, fmt.Sprintf("tool error %q lacks %q", mcpText(res), w))
 		}
 	}
 }
@@ -190,54 +187,42 @@ func TestMCPStdio(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tools := map[string]*mcp.Tool{}
 		for _, tl := range res.Tools {
 			tools[tl.Name] = tl
 		}
 		for _, name := range []string{"terminal", "process"} {
 			if tools[name] == nil || tools[name].Description == "" || tools[name].InputSchema == nil {
-				t.Fatalf("tool %s missing or undocumented: %+v", name, tools[name])
+				require.FailNow(t, fmt.Sprintf("tool %s missing or undocumented: %+v", name, tools[name]))
 			}
 		}
 		schema, _ := json.Marshal(tools["terminal"].InputSchema)
 		for _, w := range []string{`"required":["command"]`, `"watch_patterns"`, `"notify_on_complete"`, `"yield_after"`} {
-			if !strings.Contains(string(schema), w) {
-				t.Errorf("terminal schema lacks %s: %s", w, schema)
-			}
+			assert.Truef(t, strings.Contains(string(schema), w), "terminal schema lacks %s: %s", w, schema)
 		}
 		schema, _ = json.Marshal(tools["process"].InputSchema)
-		if !strings.Contains(string(schema), `"enum":["list","poll","log","wait","kill","write","submit","close","events","remove"]`) {
-			t.Errorf("process schema does not enumerate the actions: %s", schema)
-		}
+		assert.Truef(t, strings.Contains(string(schema), `"enum":["list","poll","log","wait","kill","write","submit","close","events","remove"]`), "process schema does not enumerate the actions: %s", schema)
 	})
 
 	t.Run("foreground", func(t *testing.T) {
 		var r mcpTerminalResult
 		res := mcpCall(t, cs, "terminal", map[string]any{"command": `printf '\033[1;31mhello\033[0m\n'; echo err >&2; exit 3`}, &r)
 		mcpOK(t, res)
-		if r.ExitCode == nil || *r.ExitCode != 3 || r.State != "exited" {
-			t.Fatalf("want exited with code 3, got %+v", r)
-		}
-		if r.Output != "hello\nerr\n" {
-			t.Errorf("output %q: want escapes stripped and stderr merged", r.Output)
-		}
+		require.Truef(t, r.ExitCode != nil && *r.ExitCode == 3 && r.State == "exited", "want exited with code 3, got %+v", r)
+		assert.Truef(t, r.Output == "hello\nerr\n", "output %q: want escapes stripped and stderr merged", r.Output)
 		if !strings.Contains(mcpText(res), "exit code 3") || !strings.Contains(mcpText(res), "hello") {
-			t.Errorf("text content %q lacks the output or the exit code", mcpText(res))
+			assert.Fail(t, fmt.Sprintf("text content %q lacks the output or the exit code", mcpText(res)))
 		}
 	})
 
 	t.Run("foreground output is capped", func(t *testing.T) {
 		var r mcpTerminalResult
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": `echo FIRST; seq 1 40000; echo LAST`}, &r))
-		if !r.Truncated || r.OmittedBytes <= 0 || len(r.Output) > 50_100 {
-			t.Fatalf("want a capped output, got truncated=%v omitted=%d len=%d", r.Truncated, r.OmittedBytes, len(r.Output))
-		}
+		require.Truef(t, r.Truncated && r.OmittedBytes > 0 && len(r.Output) <= 50_100, "want a capped output, got truncated=%v omitted=%d len=%d", r.Truncated, r.OmittedBytes, len(r.Output))
 		if !strings.HasPrefix(r.Output, "FIRST\n") || !strings.HasSuffix(r.Output, "LAST\n") ||
 			!regexp.MustCompile(`\n\[\.\.\. \d+ bytes omitted \.\.\.\]\n`).MatchString(r.Output) {
-			t.Errorf("capped output does not keep head, tail and the marker: %q … %q", r.Output[:50], r.Output[len(r.Output)-50:])
+			assert.Fail(t, fmt.Sprintf("capped output does not keep head, tail and the marker: %q … %q", r.Output[:50], r.Output[len(r.Output)-50:]))
 		}
 	})
 
@@ -248,9 +233,7 @@ func TestMCPStdio(t *testing.T) {
 			"command": "echo started; sleep " + marker + " & setsid sleep " + marker + " & wait",
 			"timeout": "1s",
 		}, &r))
-		if r.TimedOut != "timeout" || r.State != "timed_out" || !strings.Contains(r.Output, "started") {
-			t.Fatalf("want timed_out by timeout with the output so far, got %+v", r)
-		}
+		require.Truef(t, r.TimedOut == "timeout" && r.State == "timed_out" && strings.Contains(r.Output, "started"), "want timed_out by timeout with the output so far, got %+v", r)
 		cliRequireMarkerGone(t, marker)
 	})
 
@@ -258,45 +241,31 @@ func TestMCPStdio(t *testing.T) {
 		var r mcpTerminalResult
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{
 			"command": "echo one; read x < /dev/null; sleep 0.3; echo two", "background": true}, &r))
-		if !strings.HasPrefix(r.ID, "proc_") || r.PID <= 0 {
-			t.Fatalf("background start: %+v", r)
-		}
+		require.Truef(t, strings.HasPrefix(r.ID, "proc_") && r.PID > 0, "background start: %+v", r)
 		var p mcpPollResult
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "poll", "id": r.ID}, &p))
-		if p.ID != r.ID || (p.State != "running" && p.State != "exited") {
-			t.Fatalf("poll: %+v", p)
-		}
+		require.Truef(t, p.ID == r.ID && (p.State == "running" || p.State == "exited"), "poll: %+v", p)
 		seen := p.Output
 		var w mcpPollResult
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": r.ID[:9], "timeout": 60}, &w))
-		if w.State != "exited" || w.Status == nil || w.Status.Code != 0 || w.WaitTimedOut {
-			t.Fatalf("wait: %+v", w)
-		}
-		if seen+w.Output != "one\ntwo\n" {
-			t.Errorf("poll then wait returned %q + %q: want each byte once", seen, w.Output)
-		}
+		require.Truef(t, w.State == "exited" && w.Status != nil && w.Status.Code == 0 && !w.WaitTimedOut, "wait: %+v", w)
+		assert.Truef(t, seen+w.Output == "one\ntwo\n", "poll then wait returned %q + %q: want each byte once", seen, w.Output)
 		// An explicit offset re-reads.
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "poll", "id": r.ID, "offset": 0}, &p))
-		if p.Output != "one\ntwo\n" {
-			t.Errorf("poll from 0: %q", p.Output)
-		}
+		assert.Truef(t, p.Output == "one\ntwo\n", "poll from 0: %q", p.Output)
 		var lg struct {
 			Lines      []string `json:"lines"`
 			TotalLines int      `json:"total_lines"`
 		}
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "log", "id": r.ID, "offset": 2, "limit": 1}, &lg))
-		if len(lg.Lines) != 1 || lg.Lines[0] != "two" || lg.TotalLines != 2 {
-			t.Errorf("log line 2: %+v", lg)
-		}
+		assert.Truef(t, len(lg.Lines) == 1 && lg.Lines[0] == "two" && lg.TotalLines == 2, "log line 2: %+v", lg)
 		var l struct {
 			Processes []struct {
 				ID string `json:"id"`
 			} `json:"processes"`
 		}
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "list"}, &l))
-		if !strings.Contains(mustJSON(l), r.ID) {
-			t.Errorf("list lacks %s: %+v", r.ID, l)
-		}
+		assert.Truef(t, strings.Contains(mustJSON(l), r.ID), "list lacks %s: %+v", r.ID, l)
 	})
 
 	t.Run("wait times out", func(t *testing.T) {
@@ -305,9 +274,7 @@ func TestMCPStdio(t *testing.T) {
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "sleep " + marker, "background": true}, &r))
 		var w mcpPollResult
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": r.ID, "timeout": 0.2}, &w))
-		if !w.WaitTimedOut || w.State != "running" {
-			t.Fatalf("want wait_timed_out while running, got %+v", w)
-		}
+		require.Truef(t, w.WaitTimedOut && w.State == "running", "want wait_timed_out while running, got %+v", w)
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "kill", "id": r.ID, "signal": "KILL"}, nil))
 		cliRequireMarkerGone(t, marker)
 	})
@@ -327,9 +294,7 @@ func TestMCPStdio(t *testing.T) {
 			Survivors []int  `json:"survivors"`
 		}
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "kill", "id": r.ID, "signal": "SIGTERM", "grace": "500ms"}, &k))
-		if k.ID != r.ID || k.Signal != "TERM" || k.State != "killed" || len(k.Survivors) != 0 {
-			t.Fatalf("kill: %+v", k)
-		}
+		require.Truef(t, k.ID == r.ID && k.Signal == "TERM" && k.State == "killed" && len(k.Survivors) == 0, "kill: %+v", k)
 		cliRequireMarkerGone(t, marker)
 	})
 
@@ -341,9 +306,7 @@ func TestMCPStdio(t *testing.T) {
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "close", "id": r.ID}, nil))
 		var w mcpPollResult
 		mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": r.ID, "timeout": "60s"}, &w))
-		if w.State != "exited" || strings.TrimSpace(w.Output) != "11" {
-			t.Fatalf("wc -c after write, submit, close: %+v", w)
-		}
+		require.Truef(t, w.State == "exited" && strings.TrimSpace(w.Output) == "11", "wc -c after write, submit, close: %+v", w)
 		mcpToolError(t, mcpCall(t, cs, "process", map[string]any{"action": "write", "id": r.ID, "data": "late"}, nil), "not running")
 	})
 
@@ -389,9 +352,7 @@ func TestMCPEvents(t *testing.T) {
 	cs := mcpConnectEnv(t, bin, h.env, notes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}))
 
 	var quiet, loud mcpTerminalResult
 	mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "exit 0", "background": true}, &quiet))
@@ -399,13 +360,9 @@ func TestMCPEvents(t *testing.T) {
 		"background": true, "notify_on_complete": true, "watch_patterns": []string{"READY"}}, &loud))
 
 	exit := notes.await(t, func(ev map[string]any) bool { return ev["type"] == "exited" && ev["id"] == loud.ID })
-	if exit["notify"] != true || exit["state"] != "exited" {
-		t.Errorf("exit notification: %v", exit)
-	}
+	assert.Truef(t, exit["notify"] == true && exit["state"] == "exited", "exit notification: %v", exit)
 	match := notes.await(t, func(ev map[string]any) bool { return ev["type"] == "watch_match" && ev["id"] == loud.ID })
-	if match["line"] != "server READY on :1" || match["pattern"] != "READY" {
-		t.Errorf("watch notification: %v", match)
-	}
+	assert.Truef(t, match["line"] == "server READY on :1" && match["pattern"] == "READY", "watch notification: %v", match)
 
 	// Wait for the quiet one (its exit is then not repeated by events).
 	mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": quiet.ID}, nil))
@@ -429,29 +386,21 @@ func TestMCPEvents(t *testing.T) {
 		case ev.Type == "watch_match" && ev.ID == loud.ID:
 			gotMatch = true
 		case ev.Type == "exited" && ev.ID == quiet.ID:
-			t.Errorf("the exit of %s was repeated by events after wait reported it", quiet.ID)
+			assert.Fail(t, fmt.Sprintf("the exit of %s was repeated by events after wait reported it", quiet.ID))
 		}
 	}
-	if !gotExit || !gotMatch {
-		t.Fatalf("events lacks the exit (%v) or the watch match (%v): %+v", gotExit, gotMatch, evs)
-	}
+	require.Truef(t, gotExit && gotMatch, "events lacks the exit (%v) or the watch match (%v): %+v", gotExit, gotMatch, evs)
 	// Drained: a second call has nothing of these.
 	mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "events"}, &evs))
-	if len(evs.Events) != 0 {
-		t.Errorf("events not drained: %+v", evs)
-	}
+	assert.Truef(t, len(evs.Events) == 0, "events not drained: %+v", evs)
 }
 
 func TestMCPHTTP(t *testing.T) {
 	bin := mcpBinary(t)
 	cmd := exec.Command(bin, "mcp", "--http", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -465,14 +414,10 @@ func TestMCPHTTP(t *testing.T) {
 	})
 	lines := bufio.NewReader(stderr)
 	line, err := lines.ReadString('\n')
-	if err != nil {
-		t.Fatalf("read the serving line: %v", err)
-	}
+	require.NoError(t, err, "read the serving line")
 	go func() { _, _ = io.Copy(io.Discard, lines) }()
 	m := regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+/mcp) with bearer token ([0-9a-f]{64})`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("unexpected serving line %q", line)
-	}
+	require.Truef(t, m != nil, "unexpected serving line %q", line)
 	url, token := m[1], m[2]
 
 	for _, tc := range []struct{ name, auth string }{{"no token", ""}, {"wrong token", "Bearer " + strings.Repeat("0", 64)}} {
@@ -484,13 +429,9 @@ func TestMCPHTTP(t *testing.T) {
 				req.Header.Set("Authorization", tc.auth)
 			}
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("status %d, want 401", resp.StatusCode)
-			}
+			require.Truef(t, resp.StatusCode == http.StatusUnauthorized, "status %d, want 401", resp.StatusCode)
 		})
 	}
 
@@ -500,38 +441,26 @@ func TestMCPHTTP(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer cs.Close()
 		tools, err := cs.ListTools(ctx, nil)
-		if err != nil || len(tools.Tools) != 2 {
-			t.Fatalf("list tools: %v %+v", err, tools)
-		}
+		require.Truef(t, err == nil && len(tools.Tools) == 2, "list tools: %v %+v", err, tools)
 		var r mcpTerminalResult
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "echo over http; exit 4"}, &r))
-		if r.Output != "over http\n" || r.ExitCode == nil || *r.ExitCode != 4 {
-			t.Fatalf("run over HTTP: %+v", r)
-		}
+		require.Truef(t, r.Output == "over http\n" && r.ExitCode != nil && *r.ExitCode == 4, "run over HTTP: %+v", r)
 		mcpToolError(t, mcpCall(t, cs, "process", map[string]any{"action": "poll", "id": "zz"}, nil), "zz")
 	})
 
 	t.Run("non-loopback refused", func(t *testing.T) {
 		res := runCorral(t, bin, nil, "mcp", "--http", "0.0.0.0:0")
-		if res.code != 2 || !strings.Contains(res.stderr, "loopback") {
-			t.Fatalf("want a usage error about loopback, got %d %q", res.code, res.stderr)
-		}
+		require.Truef(t, res.code == 2 && strings.Contains(res.stderr, "loopback"), "want a usage error about loopback, got %d %q", res.code, res.stderr)
 	})
 	t.Run("in process", func(t *testing.T) {
 		cs := mcpConnect(t, bin, nil, "--in-process")
 		var r mcpTerminalResult
 		mcpOK(t, mcpCall(t, cs, "terminal", map[string]any{"command": "echo private; exit 5"}, &r))
-		if r.Output != "private\n" || r.ExitCode == nil || *r.ExitCode != 5 {
-			t.Fatalf("in-process run: %+v", r)
-		}
-		if findListed(t, bin, "echo private") != nil {
-			t.Fatal("an --in-process server ran its command in the daemon")
-		}
+		require.Truef(t, r.Output == "private\n" && r.ExitCode != nil && *r.ExitCode == 5, "in-process run: %+v", r)
+		require.True(t, findListed(t, bin, "echo private") == nil, "an --in-process server ran its command in the daemon")
 	})
 }
 

@@ -92,7 +92,7 @@ func TestDaemonNotifyNeverDropped(t *testing.T) {
 			require.True(t, ok, "corral events -f ended while waiting for %s", what)
 			return ev
 		case <-time.After(time.Minute):
-			t.Fatalf("no event within a minute while waiting for %s", what)
+			require.FailNow(t, fmt.Sprintf("no event within a minute while waiting for %s", what))
 			return registry.Event{}
 		}
 	}

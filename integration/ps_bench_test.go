@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkCLIPSPortsDocker times `corral ps` with twenty processes in one
@@ -41,7 +43,7 @@ func BenchmarkCLIPSPortsDocker(b *testing.B) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d ports listed after a minute:\n%s", n, procs, out)
+			require.FailNow(b, fmt.Sprintf("only %d of %d ports listed after a minute:\n%s", n, procs, out))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -50,7 +52,7 @@ func BenchmarkCLIPSPortsDocker(b *testing.B) {
 		cmd.Env = h.env
 		out, err := cmd.Output()
 		if err != nil || !strings.Contains(string(out), want) {
-			b.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), err, out)
+			require.FailNow(b, fmt.Sprintf("corral %s: %v\n%s", strings.Join(args, " "), err, out))
 		}
 	}
 	b.Run("corral", func(b *testing.B) {

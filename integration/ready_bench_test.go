@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/env"
@@ -33,7 +34,7 @@ func buildListener(b *testing.B, dir string) string {
 	cmd := exec.Command("go", "build", "-o", bin, "./testdata/listener")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build testdata/listener: %v\n%s", err, out)
+		require.FailNow(b, fmt.Sprintf("go build testdata/listener: %v\n%s", err, out))
 	}
 	return bin
 }
@@ -54,9 +55,7 @@ func benchRegistry(b *testing.B) *registry.Registry {
 		DefaultBackend: "local",
 		Logger:         slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { reg.Close() })
 	return reg
 }
@@ -65,9 +64,7 @@ func benchRegistry(b *testing.B) *registry.Registry {
 func hostFreePort(b *testing.B) int {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -106,7 +103,7 @@ func BenchmarkReadyLatency(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, "docker", "cp", bin, name+":/tmp/listener").CombinedOutput(); err != nil {
-			b.Fatalf("docker cp: %v\n%s", err, out)
+			require.FailNow(b, fmt.Sprintf("docker cp: %v\n%s", err, out))
 		}
 		// The container's own network namespace: any port is free in it.
 		for _, su := range startups {
@@ -124,17 +121,15 @@ func benchReadyLatency(b *testing.B, reg *registry.Registry, backend, bin string
 		p := port()
 		in, err := reg.Start(ctx, registry.StartOptions{Backend: backend, Command: fmt.Sprintf("exec %s %d", bin, p), Dir: "/",
 			Ready: &registry.ReadyOptions{Port: p}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		ready, err := reg.WaitReady(ctx, in.ID, time.Minute)
 		if err != nil || ready.ReadyAt.IsZero() {
-			b.Fatalf("WaitReady: %v (state %s)", err, ready.State)
+			require.FailNow(b, fmt.Sprintf("WaitReady: %v (state %s)", err, ready.State))
 		}
 		listened := listenedAt(b, reg, in.ID)
 		lat = append(lat, ready.ReadyAt.Sub(listened))
 		if _, err := reg.Kill(ctx, in.ID, registry.KillOptions{Grace: time.Second}); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 	}
 	reportQuantiles(b, lat)
@@ -146,20 +141,18 @@ func listenedAt(b *testing.B, reg *registry.Registry, id string) time.Time {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		res, err := reg.Log(context.Background(), id, registry.LogOptions{Limit: 10})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		for _, line := range res.Lines {
 			if ns, ok := strings.CutPrefix(line, "listening "); ok {
 				n, err := strconv.ParseInt(ns, 10, 64)
 				if err != nil {
-					b.Fatalf("listener printed %q", line)
+					require.FailNow(b, fmt.Sprintf("listener printed %q", line))
 				}
 				return time.Unix(0, n)
 			}
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("no 'listening' line from %s: %q", id, res.Lines)
+			require.FailNow(b, fmt.Sprintf("no 'listening' line from %s: %q", id, res.Lines))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -212,7 +205,7 @@ func BenchmarkIdleReadyWatch(b *testing.B) {
 		idleBaseline.busy, idleBaseline.err = machineBusy(idleWindow)
 	})
 	if idleBaseline.err != nil {
-		b.Fatal(idleBaseline.err)
+		require.FailNow(b, fmt.Sprint(idleBaseline.err))
 	}
 	b.Run("watching", func(b *testing.B) { benchIdleWatch(b, bin, true) })
 	b.Run("ready", func(b *testing.B) { benchIdleWatch(b, bin, false) })
@@ -243,9 +236,7 @@ func benchIdleWatch(b *testing.B, bin string, never bool) {
 	)
 	for range idleWatchProcs {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		held = append(held, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
@@ -256,9 +247,7 @@ func benchIdleWatch(b *testing.B, bin string, never bool) {
 	for _, p := range ports {
 		in, err := reg.Start(ctx, registry.StartOptions{Command: fmt.Sprintf("exec %s %s%d", bin, flag, p), Dir: "/",
 			Ready: &registry.ReadyOptions{Port: p}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		ids = append(ids, in.ID)
 	}
 	b.Cleanup(func() {
@@ -267,21 +256,19 @@ func benchIdleWatch(b *testing.B, bin string, never bool) {
 	if !never {
 		for _, id := range ids {
 			if in, err := reg.WaitReady(ctx, id, time.Minute); err != nil || in.ReadyAt.IsZero() {
-				b.Fatalf("WaitReady %s: %v (state %s)", id, err, in.State)
+				require.FailNow(b, fmt.Sprintf("WaitReady %s: %v (state %s)", id, err, in.State))
 			}
 		}
 	}
 	shim := shimPIDs(b)
 	self0, shim0 := selfCPU(), pidsCPU(shim)
 	busy, err := machineBusy(idleWindow)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	self, shimUsed := selfCPU()-self0, pidsCPU(shim)-shim0
 	// A process that died would make the window measure less watching.
 	for _, id := range ids {
 		if in, err := reg.Get(ctx, id); err != nil || in.State != registry.StateRunning {
-			b.Fatalf("%s is %s after the window (%v): the figures measured fewer processes", id, in.State, err)
+			require.FailNow(b, fmt.Sprintf("%s is %s after the window (%v): the figures measured fewer processes", id, in.State, err))
 		}
 	}
 	pct := func(d time.Duration) float64 { return 100 * float64(d) / float64(idleWindow) }
@@ -356,9 +343,7 @@ func selfCPU() time.Duration {
 // benchmark: processes of this test binary other than this one.
 func shimPIDs(b *testing.B) []int {
 	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {

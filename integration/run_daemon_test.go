@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -96,7 +97,7 @@ func TestRunThroughTheDaemon(t *testing.T) {
 		select {
 		case <-waitDone:
 		case <-time.After(time.Minute):
-			t.Fatalf("corral did not exit; terminal shows %q", out.String())
+			require.FailNow(t, fmt.Sprintf("corral did not exit; terminal shows %q", out.String()))
 		}
 		assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 	})

@@ -1,20 +1,17 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
@@ -43,12 +40,10 @@ func sshOpen(t *testing.T, srv *sshtest.Server, opts ssh.Options) env.Environmen
 	defer cancel()
 	e, err := ssh.Open(ctx, srv.Target(), opts)
 	if err != nil {
-		t.Fatalf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log())
+		require.FailNow(t, fmt.Sprintf("ssh.Open(%s): %v\nsshd log:\n%s", srv.Target(), err, srv.Log()))
 	}
 	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+		assert.NoError(t, e.Close(), "Close")
 	})
 	return e
 }
@@ -59,66 +54,12 @@ func sshCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// sshMarker is a number no other test run uses, to find our processes in
-// the process table (the host is this machine).
-func sshMarker() string {
-	return strconv.Itoa(40000000 + rand.IntN(50000000))
-}
-
-// sshMarkerPIDs returns the PIDs of live (not zombie) processes whose
-// command line has marker as a whole word.
-func sshMarkerPIDs(marker string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		words := strings.FieldsFunc(string(cmdline), func(r rune) bool {
-			return r == 0 || r == ' ' || r == ';' || r == '\n' || r == '\t'
-		})
-		found := false
-		for _, w := range words {
-			if w == marker {
-				found = true
-			}
-		}
-		if !found {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// sshKillMarked kills leftovers of a failed test: only processes carrying
-// one of its own markers.
-func sshKillMarked(markers ...string) {
-	for _, m := range markers {
-		for _, pid := range sshMarkerPIDs(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
 // sshWaitFor polls cond until it holds, failing after a generous bound.
 func sshWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		require.Falsef(t, time.Now().After(deadline), "timed out waiting for %s", what)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -127,12 +68,10 @@ func sshWaitFor(t *testing.T, what string, cond func() bool) {
 func sshReadUntil(t *testing.T, p env.Process, want string) {
 	t.Helper()
 	w, err := envtest.Watch(sshCtx(t), p, 0)
-	if err != nil {
-		t.Fatalf("Output: %v", err)
-	}
+	require.NoError(t, err, "Output")
 	defer w.Close()
 	if _, err := w.WaitFor(sshCtx(t), want); err != nil {
-		t.Fatalf("waiting for %q in the output: %v", want, err)
+		require.FailNow(t, fmt.Sprintf("waiting for %q in the output: %v", want, err))
 	}
 }
 
@@ -140,9 +79,7 @@ func sshReadUntil(t *testing.T, p env.Process, want string) {
 func sshReadAll(t *testing.T, p env.Process) string {
 	t.Helper()
 	out, err := envtest.ReadAll(sshCtx(t), p)
-	if err != nil {
-		t.Fatalf("reading output: %v (got %d bytes)", err, len(out))
-	}
+	require.NoErrorf(t, err, "reading output: %v (got %d bytes)", err, len(out))
 	return string(out)
 }
 

@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	xssh "golang.org/x/crypto/ssh"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/ssh"
 	"github.com/corralhq/corral/env/ssh/sshtest"
+	"github.com/corralhq/corral/internal/testing/proctest"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -35,16 +38,14 @@ func TestSSHConnectionLossMidRun(t *testing.T) {
 			opts.Dial = dialer.Dial
 			e := sshOpen(t, srv, opts)
 
-			marker := sshMarker()
+			marker := proctest.Marker()
 			gate := filepath.Join(t.TempDir(), "go-on")
 			// The second half of the output is written only after the
 			// test lets it, while the connection is down.
 			cmd := fmt.Sprintf(": %s; echo before; while [ ! -e %s ]; do sleep 0.05; done; seq 1 20000; exit 5", marker, gate)
 			p, err := e.Start(sshCtx(t), env.Spec{Command: cmd})
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			t.Cleanup(func() { sshKillMarked(marker) })
+			require.NoError(t, err, "Start")
+			t.Cleanup(func() { proctest.KillWith(marker) })
 			sshReadUntil(t, p, "before\n")
 
 			switch how {
@@ -53,11 +54,9 @@ func TestSSHConnectionLossMidRun(t *testing.T) {
 			case "sshd restart":
 				srv.Stop()
 			}
-			if err := os.WriteFile(gate, nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(gate, nil, 0o600))
 			// The process ends on its own while no connection exists.
-			sshWaitFor(t, "the process to finish while disconnected", func() bool { return len(sshMarkerPIDs(marker)) == 0 })
+			sshWaitFor(t, "the process to finish while disconnected", func() bool { return len(proctest.PIDsWithWord(marker)) == 0 })
 			switch how {
 			case "client-side cut":
 				dialer.open()
@@ -67,14 +66,12 @@ func TestSSHConnectionLossMidRun(t *testing.T) {
 
 			out := sshReadAll(t, p)
 			if want := "before\n" + sshExpectedLines(20000); out != want {
-				t.Fatalf("output after reconnect: %d bytes, want %d (first difference near %d)", len(out), len(want), firstDiff(out, want))
+				require.FailNow(t, fmt.Sprintf("output after reconnect: %d bytes, want %d (first difference near %d)", len(out), len(want), firstDiff(out, want)))
 			}
 			st, err := p.Wait(sshCtx(t))
-			if err != nil || st != env.Exited(5) {
-				t.Fatalf("Wait: %v, %v; want exit status 5", st, err)
-			}
+			require.Truef(t, err == nil && st == env.Exited(5), "Wait: %v, %v; want exit status 5", st, err)
 			if dialer.count() < 2 {
-				t.Fatalf("dialled %d times; the test did not exercise a reconnect", dialer.count())
+				require.FailNow(t, fmt.Sprintf("dialled %d times; the test did not exercise a reconnect", dialer.count()))
 			}
 		})
 	}
@@ -101,47 +98,38 @@ func TestSSHWrongHostKeyRunsNothing(t *testing.T) {
 		other := sshtest.WriteKey(t, filepath.Join(t.TempDir(), "other"), "").Signer.PublicKey()
 		kh := filepath.Join(t.TempDir(), "known_hosts")
 		line := fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(xssh.MarshalAuthorizedKey(other))))
-		if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(kh, []byte(line+"\n"), 0o600))
 		opts.KnownHostsFiles = []string{kh}
 		marker := filepath.Join(dir, "ran-at-open")
 		reg := sshRegistry(t, srv, opts)
 		_, err := reg.Run(sshCtx(t), registry.RunOptions{StartOptions: registry.StartOptions{
 			Backend: srv.Target(), Command: "touch " + marker,
 		}})
-		if !errors.Is(err, ssh.ErrHostKeyChanged) || !strings.Contains(err.Error(), "HAS CHANGED") {
-			t.Fatalf("Run on a host with a wrong key: %v; want a loud ErrHostKeyChanged", err)
-		}
+		require.Truef(t, errors.Is(err, ssh.ErrHostKeyChanged) && strings.Contains(err.Error(), "HAS CHANGED"), "Run on a host with a wrong key: %v; want a loud ErrHostKeyChanged", err)
 		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the command ran on a host with the wrong key: %v", err)
+			require.FailNow(t, fmt.Sprintf("the command ran on a host with the wrong key: %v", err))
 		}
 	})
 
 	t.Run("after reconnect", func(t *testing.T) {
 		e, err := ssh.Open(sshCtx(t), srv.Target(), sshOptions(t, srv, dir+"/state"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer func() {
 			// Close cannot reach the host either, and must say why.
-			if err := e.Close(); err != nil && !errors.Is(err, ssh.ErrHostKeyChanged) {
-				t.Errorf("Close: %v", err)
-			}
+			err := e.Close()
+			assert.Truef(t, err == nil || errors.Is(err, ssh.ErrHostKeyChanged), "Close: %v", err)
 		}()
 		if _, err := e.Start(sshCtx(t), env.Spec{Command: "true"}); err != nil {
-			t.Fatalf("Start before the key change: %v", err)
+			require.FailNow(t, fmt.Sprintf("Start before the key change: %v", err))
 		}
 		srv.RotateHostKeys(t)
 		marker := filepath.Join(dir, "ran-after-rotation")
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		_, err = e.Start(ctx, env.Spec{Command: "touch " + marker})
-		if !errors.Is(err, ssh.ErrHostKeyChanged) {
-			t.Fatalf("Start after the host key changed: %v; want ErrHostKeyChanged", err)
-		}
+		require.Truef(t, errors.Is(err, ssh.ErrHostKeyChanged), "Start after the host key changed: %v; want ErrHostKeyChanged", err)
 		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the command ran on a host whose key changed: %v", err)
+			require.FailNow(t, fmt.Sprintf("the command ran on a host whose key changed: %v", err))
 		}
 	})
 }
@@ -155,9 +143,7 @@ func sshRegistry(t *testing.T, srv *sshtest.Server, opts ssh.Options) *registry.
 		DefaultBackend: srv.Target(),
 		Logger:         slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })
 	return reg
 }
@@ -168,8 +154,8 @@ func sshRegistry(t *testing.T, srv *sshtest.Server, opts ssh.Options) *registry.
 func TestSSHTimeoutKillsRemoteTree(t *testing.T) {
 	srv := sshtest.Start(t)
 	reg := sshRegistry(t, srv, sshOptions(t, srv, t.TempDir()+"/state"))
-	m := []string{sshMarker(), sshMarker(), sshMarker(), sshMarker()}
-	t.Cleanup(func() { sshKillMarked(m...) })
+	m := []string{proctest.Marker(), proctest.Marker(), proctest.Marker(), proctest.Marker()}
+	t.Cleanup(func() { proctest.KillWith(m...) })
 	cmd := fmt.Sprintf("trap '' TERM; sleep %s & (sleep %s &); setsid sleep %s & sleep %s; wait", m[0], m[1], m[2], m[3])
 
 	res, err := reg.Run(sshCtx(t), registry.RunOptions{
@@ -177,16 +163,11 @@ func TestSSHTimeoutKillsRemoteTree(t *testing.T) {
 		Timeout:      3 * time.Second,
 		Grace:        500 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if res.TimedOut != "timeout" {
-		t.Fatalf("Run ended %s (%s), want a timeout kill", res.State, res.TimedOut)
-	}
+	require.NoError(t, err, "Run")
+	require.Truef(t, res.TimedOut == "timeout", "Run ended %s (%s), want a timeout kill", res.State, res.TimedOut)
 	for _, marker := range m {
-		if pids := sshMarkerPIDs(marker); len(pids) > 0 {
-			t.Errorf("process with marker %s survived the timeout kill: pids %v", marker, pids)
-		}
+		pids := proctest.PIDsWithWord(marker)
+		assert.Truef(t, len(pids) <= 0, "process with marker %s survived the timeout kill: pids %v", marker, pids)
 	}
 }
 
@@ -231,10 +212,10 @@ func TestSSHFiftyConcurrentProcesses(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.Fail(t, fmt.Sprint(err))
 	}
 	if dialer.count() != 1 {
-		t.Errorf("%d connections were made; want all processes on one", dialer.count())
+		assert.Fail(t, fmt.Sprintf("%d connections were made; want all processes on one", dialer.count()))
 	}
 }
 
@@ -243,15 +224,13 @@ func TestSSHFiftyConcurrentProcesses(t *testing.T) {
 func TestSSHHostileDirAndEnvArriveLiterally(t *testing.T) {
 	srv := sshtest.Start(t)
 	e := sshOpen(t, srv, sshOptions(t, srv, t.TempDir()+"/state"))
-	tag := sshMarker()
+	tag := proctest.Marker()
 	pwned := "/tmp/pwned-" + tag
 	t.Cleanup(func() { os.Remove(pwned) })
 	hostile := "/tmp/a; touch " + pwned + " #"
 	quoted := "it's $(touch " + pwned + ") `touch " + pwned + "` \"" + pwned + "\""
 
-	if err := os.MkdirAll(hostile, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(hostile, 0o700))
 	t.Cleanup(func() {
 		os.Remove(hostile)
 		os.Remove(filepath.Dir(hostile)) // "/tmp/a; touch /tmp", left if another test uses it
@@ -263,29 +242,24 @@ func TestSSHHostileDirAndEnvArriveLiterally(t *testing.T) {
 		Dir:     hostile,
 		Env:     []string{"HOSTILE=" + hostile, "QUOTED=" + quoted},
 	})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "Start")
 	out := sshReadAll(t, p)
 	if st, err := p.Wait(sshCtx(t)); err != nil || !st.Success() {
-		t.Fatalf("Wait: %v %v (output %q)", st, err, out)
+		require.FailNow(t, fmt.Sprintf("Wait: %v %v (output %q)", st, err, out))
 	}
-	if want := hostile + "\n" + hostile + "\n" + quoted + "\n"; out != want {
-		t.Errorf("output %q, want %q", out, want)
-	}
+	want := hostile + "\n" + hostile + "\n" + quoted + "\n"
+	assert.Truef(t, out == want, "output %q, want %q", out, want)
 	if _, err := os.Stat(pwned); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("%s was created: the hostile value was executed", pwned)
+		require.FailNow(t, fmt.Sprintf("%s was created: the hostile value was executed", pwned))
 	}
 
 	// A hostile directory that does not exist is reported as such, and
 	// still runs nothing.
 	missing := "/tmp/nonexistent-" + tag + "; touch " + pwned + " #"
 	_, err = e.Start(sshCtx(t), env.Spec{Command: "true", Dir: missing})
-	if !errors.Is(err, env.ErrDirNotFound) {
-		t.Errorf("Start in a missing hostile dir: %v, want ErrDirNotFound", err)
-	}
+	assert.Truef(t, errors.Is(err, env.ErrDirNotFound), "Start in a missing hostile dir: %v, want ErrDirNotFound", err)
 	if _, err := os.Stat(pwned); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("%s was created by the missing-dir start", pwned)
+		require.FailNow(t, fmt.Sprintf("%s was created by the missing-dir start", pwned))
 	}
 }
 
