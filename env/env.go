@@ -151,6 +151,11 @@ type Capabilities struct {
 	// CheckURL: the Environment implements URLChecker and finds an HTTP
 	// client in its sandbox.
 	CheckURL bool `json:"check_url,omitempty"`
+	// Limits names the Spec.Limits the backend enforces (LimitMemory,
+	// LimitCPUs, LimitPids); LimitsNote says, when one is missing, why and
+	// what to do instead, in one sentence a refusal can carry.
+	Limits     []string `json:"limits,omitempty"`
+	LimitsNote string   `json:"limits_note,omitempty"`
 	// Notes lists limits in plain words, for `corral doctor` and logs.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -59,6 +59,11 @@ type Spec struct {
 	// process ID), recorded with the process for diagnostics. It must match
 	// [A-Za-z0-9_.-]{0,64}.
 	Tag string `json:"tag,omitempty"`
+
+	// Limits, when non-nil, are hard ceilings on the process's tree (see
+	// Limits). A backend refuses those its Capabilities.Limits does not
+	// name (a *LimitError); nil or zero means none.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // InlineCommandMax is the longest Command a backend passes to the shell as
@@ -111,6 +116,11 @@ func (s Spec) Validate() error {
 	}
 	if s.PTY != nil && (s.PTY.Rows == 0 || s.PTY.Cols == 0) {
 		return &SpecError{Field: "PTY", Value: fmt.Sprintf("%dx%d", s.PTY.Rows, s.PTY.Cols), Reason: "rows and columns must both be at least 1"}
+	}
+	if s.Limits != nil {
+		if err := s.Limits.Validate(); err != nil {
+			return err
+		}
 	}
 	if !ValidTag(s.Tag) {
 		return &SpecError{Field: "Tag", Value: s.Tag, Reason: "must match [A-Za-z0-9_.-]{0,64}"}

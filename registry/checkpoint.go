@@ -108,6 +108,9 @@ type checkpointRecord struct {
 	// Key is StartOptions.Key: a caller that repeats a Start after a
 	// restart finds the process by it.
 	Key string `json:"key,omitempty"`
+	// Limits are StartOptions.Limits, so the next registry still names
+	// the memory limit of a process the OOM killer ended.
+	Limits *env.Limits `json:"limits,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
@@ -135,7 +138,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
 		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: p.opts.TTL, IdleTimeout: p.opts.IdleTimeout,
-		Key: p.opts.Key,
+		Key: p.opts.Key, Limits: in.Limits,
 	}
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut

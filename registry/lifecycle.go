@@ -258,7 +258,7 @@ func (p *proc) end(st env.ExitStatus, lost error) (Info, bool) {
 		// cgroup meanwhile is not called this process's.
 		st.OOMKilled = false
 	case st.OOMKilled:
-		reason = ReasonOutOfMemory
+		reason = outOfMemoryReason(p.opts.Limits)
 	}
 	if !p.moveLocked(to) {
 		p.mu.Unlock()

@@ -235,6 +235,7 @@ func (p *proc) infoLocked() Info {
 		PID:            p.pid,
 		PTY:            p.opts.PTY != nil,
 		Stdin:          p.opts.Stdin,
+		Limits:         copyLimits(p.opts.Limits),
 		Detached:       p.detached,
 		Foreground:     p.foreground,
 		Notify:         p.opts.Notify,
@@ -422,7 +423,7 @@ func (p *proc) finish(st env.ExitStatus, lost error) {
 	}
 	p.r.log.Debug("finished", "id", p.id, "state", in.State, "status", in.Status)
 
-	if in.Reason == ReasonOutOfMemory && in.State == StateExited {
+	if IsOutOfMemory(in.Reason) && in.State == StateExited {
 		p.r.ev.publish(p.oomKilledEvent(in))
 	}
 	p.r.ev.publish(p.exitedEvent(in))
@@ -434,8 +435,8 @@ func (p *proc) oomKilledEvent(in Info) Event {
 	how.OOMKilled = false // said in words already
 	return Event{Type: EventOOMKilled, ID: p.id, Command: p.opts.Command, State: in.State, Status: in.Status, Notify: true,
 		Tail: outputTail(p.buf, MaxEventTail),
-		Summary: fmt.Sprintf("%s ran out of memory: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less: %s",
-			p.label(), how, clip(p.opts.Command, 200))}
+		Summary: fmt.Sprintf("%s ran %s: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less: %s",
+			p.label(), in.Reason, how, clip(p.opts.Command, 200))}
 }
 
 func copyStatus(s *env.ExitStatus) *env.ExitStatus {
@@ -475,4 +476,12 @@ func (p *proc) crashedEvent() Event {
 	}
 	ev.Summary = fmt.Sprintf("%s crashed after it was ready: %s: %s", p.label(), how, clip(p.opts.Command, 200))
 	return ev
+}
+
+func copyLimits(l *env.Limits) *env.Limits {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	return &c
 }

@@ -329,6 +329,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		TTL:         rec.TTL,
 		IdleTimeout: rec.IdleTimeout,
 		Key:         rec.Key,
+		Limits:      copyLimits(rec.Limits),
 	}
 	if opts.Key != "" && !ValidKey(opts.Key) {
 		opts.Key = ""

@@ -117,6 +117,12 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		opts.Backend = r.cfg.DefaultBackend
 	}
 	spec := env.Spec{Command: opts.Command, Dir: opts.Dir, Env: slices.Clone(opts.Env), Environ: slices.Clone(opts.Environ), PTY: opts.PTY, Stdin: opts.Stdin}
+	if opts.Limits != nil && !opts.Limits.IsZero() {
+		opts.Limits = copyLimits(opts.Limits)
+		spec.Limits = copyLimits(opts.Limits)
+	} else {
+		opts.Limits = nil
+	}
 	// The caller's environment goes to the backend only: a process record
 	// holds no environment (see StartOptions.Environ).
 	opts.Environ = nil
@@ -154,6 +160,16 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		// cannot check would never hold.
 		if e, err := r.environment(ctx, opts.Backend); err == nil {
 			if err := checkReadyCaps(e, opts.Ready); err != nil {
+				return nil, fmt.Errorf("registry: start: %w", err)
+			}
+		}
+	}
+	if spec.Limits != nil {
+		// Refused before anything is registered: a limit accepted and not
+		// enforced would let a runaway through. A backend that cannot be
+		// opened fails the start below, with its own error.
+		if e, err := r.environment(ctx, opts.Backend); err == nil {
+			if err := env.CheckLimits(opts.Backend, e.Capabilities(), *spec.Limits); err != nil {
 				return nil, fmt.Errorf("registry: start: %w", err)
 			}
 		}

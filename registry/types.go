@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/env"
@@ -141,16 +142,18 @@ type Duration = duration.Duration
 
 // Info is a snapshot of one tracked process. It is plain data.
 type Info struct {
-	ID       string            `json:"id"`
-	Backend  string            `json:"backend"`
-	Command  string            `json:"command"`
-	Dir      string            `json:"dir,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	State    State             `json:"state"`
-	PID      int               `json:"pid,omitempty"`
-	PTY      bool              `json:"pty,omitempty"`
-	Stdin    bool              `json:"stdin,omitempty"`
-	Detached bool              `json:"detached,omitempty"`
+	ID      string            `json:"id"`
+	Backend string            `json:"backend"`
+	Command string            `json:"command"`
+	Dir     string            `json:"dir,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	State   State             `json:"state"`
+	PID     int               `json:"pid,omitempty"`
+	PTY     bool              `json:"pty,omitempty"`
+	Stdin   bool              `json:"stdin,omitempty"`
+	// Limits are the ceilings the process runs under (StartOptions.Limits).
+	Limits   *env.Limits `json:"limits,omitempty"`
+	Detached bool        `json:"detached,omitempty"`
 	// Foreground: started by Run, whose caller waits for it; it ends when
 	// that caller goes away (a daemon client's connection is its lease).
 	Foreground bool      `json:"foreground,omitempty"`
@@ -290,6 +293,11 @@ type StartOptions struct {
 	PTY *env.WindowSize
 	// Stdin keeps stdin open for Write, Submit and CloseStdin.
 	Stdin bool
+	// Limits, when non-nil, are hard ceilings on the process's tree
+	// (memory, CPUs, tasks; see env.Limits). A backend that cannot
+	// enforce one refuses the start (an error matching env.ErrUnsupported
+	// that says why); nothing is started then.
+	Limits *env.Limits
 	// Labels are caller-chosen key/value pairs for List and KillAll.
 	Labels map[string]string
 	// Watch lists substrings; WatchRegex regular expressions (Go syntax).
@@ -532,6 +540,21 @@ type KillAllOptions struct {
 // kernel's OOM killer ended it (env.ExitStatus.OOMKilled); an oom_killed
 // event says so too. One phrase for it everywhere: env.OutOfMemory.
 const ReasonOutOfMemory = env.OutOfMemory
+
+// outOfMemoryReason is ReasonOutOfMemory, with the memory limit the
+// process ran under when it had one: "out of memory (limit 2G)".
+func outOfMemoryReason(l *env.Limits) string {
+	if l != nil && l.Memory != 0 {
+		return ReasonOutOfMemory + " (limit " + env.FormatSize(l.Memory) + ")"
+	}
+	return ReasonOutOfMemory
+}
+
+// IsOutOfMemory reports whether an Info.Reason says the OOM killer ended
+// the process, whatever limit it names.
+func IsOutOfMemory(reason string) bool {
+	return reason == ReasonOutOfMemory || strings.HasPrefix(reason, ReasonOutOfMemory+" (")
+}
 
 // StateText is the state as people read it (corral ps, the dashboard):
 // "running", "exited (0)", "killed (SIGTERM)", "exited (SIGKILL, out of

@@ -311,7 +311,7 @@ func exitFor(st env.ExitStatus) error {
 // looks like any kill.
 func exitForInfo(in registry.Info) error {
 	err := exitFor(*in.Status)
-	if ee, ok := err.(*exitError); ok && in.Reason == registry.ReasonOutOfMemory {
+	if ee, ok := err.(*exitError); ok && registry.IsOutOfMemory(in.Reason) {
 		ee.msg = oomMessage(in)
 	}
 	return err
@@ -321,7 +321,7 @@ func exitForInfo(in registry.Info) error {
 func oomMessage(in registry.Info) string {
 	st := *in.Status
 	st.OOMKilled = false // said in words already
-	return fmt.Sprintf("%s ran out of memory: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less", in.ID, st)
+	return fmt.Sprintf("%s ran %s: the kernel's OOM killer ended it (%s); raise its memory limit or make it use less", in.ID, in.Reason, st)
 }
 
 func timeoutMessage(res registry.RunResult, o runOptions) string {
