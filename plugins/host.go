@@ -102,6 +102,8 @@ func (e *Env) connect(ctx context.Context) (*conn, error) {
 	if e.name == "" {
 		e.name = resp.GetName()
 		e.caps = wire.CapsFromProto(resp.GetCapabilities())
+		// Limits do not cross the plugin protocol yet (see Start).
+		e.caps.Limits, e.caps.LimitsNote = nil, pluginLimitsNote
 		e.treeStats.Store(resp.GetCapabilities().GetTreeStats())
 	}
 	return c, nil
@@ -189,9 +191,19 @@ func (e *Env) PluginPID() int {
 func (e *Env) Path() string { return e.found.Path }
 
 // Start starts spec in the plugin's Environment.
+// pluginLimitsNote says why a plugin backend refuses env.Limits.
+const pluginLimitsNote = "plugin backends do not take per-process limits yet; limit the sandbox the plugin opens"
+
 func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("plugin %s: start: %w", e.found.Name, err)
+	}
+	if spec.Limits != nil {
+		// Limits do not cross the plugin protocol yet: refused, never
+		// dropped on the way.
+		if err := env.CheckLimits(e.name, env.Capabilities{LimitsNote: pluginLimitsNote}, *spec.Limits); err != nil {
+			return nil, err
+		}
 	}
 	c, err := e.conn(ctx)
 	if err != nil {

@@ -159,7 +159,9 @@ const maxFollows = 64
 // engine has killed the non-detached processes.
 func newEnv(tr nohup.Transport, name, baseDir string, opts Options, log *slog.Logger, onClose func() error) (env.Environment, error) {
 	e, err := nohup.New(tr, nohup.Options{
-		Name:      SchemeContainer + name,
+		Name: SchemeContainer + name,
+		LimitsNote: "per-process limits inside a container need a writable cgroup, which corral does not use yet; " +
+			"limit the container itself: docker-image://IMAGE?memory=2G&cpus=1.5&pids=512",
 		BaseDir:   baseDir,
 		ChunkSize: outputChunk,
 		Residents: opts.Residents,

@@ -275,6 +275,7 @@ var groups = []group{
 	{"PTY", ptyCases},
 	{"Ports", portCases},
 	{"Stats", statsCases},
+	{"Limits", limitCases},
 }
 
 type suite struct {

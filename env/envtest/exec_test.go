@@ -54,6 +54,11 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("exec: start: %w", err)
 	}
+	if spec.Limits != nil {
+		if err := env.CheckLimits(e.Name(), e.Capabilities(), *spec.Limits); err != nil {
+			return nil, fmt.Errorf("exec: start: %w", err)
+		}
+	}
 	if spec.PTY != nil || spec.Detach {
 		return nil, fmt.Errorf("exec: start: PTY/Detach: %w", env.ErrUnsupported)
 	}

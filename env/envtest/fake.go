@@ -96,6 +96,12 @@ func (f *Fake) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("fake: start: %w", err)
 	}
+	if spec.Limits != nil {
+		// As a real backend: a limit not in Caps.Limits is refused.
+		if err := env.CheckLimits("fake", f.Capabilities(), *spec.Limits); err != nil {
+			return nil, fmt.Errorf("fake: start: %w", err)
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

@@ -54,7 +54,9 @@ func Open(ctx context.Context, target string, opts Options) (nohup.Transport, no
 		return nil, nohup.Options{}, err
 	}
 	eo := nohup.Options{
-		Name:         target,
+		Name: target,
+		LimitsNote: "per-process limits inside a pod need a writable cgroup, which corral does not use yet; " +
+			"limit the pod itself: k8s-pod://IMAGE?memory=2Gi&cpu=1500m",
 		BaseDir:      stateDir,
 		ChunkSize:    outputChunk,
 		Residents:    residents,

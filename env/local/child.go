@@ -52,6 +52,9 @@ type child struct {
 	in   *stdinWriter
 	pty  *os.File // master; nil for pipes
 	oom  oomCounter
+	// limits are the cgroups of the process's env.Limits, removed with
+	// its tree.
+	limits *limitGroups
 
 	// mu orders signals against reaping: Signal holds it shared while it
 	// uses the leader's PID; the waiter takes it exclusively to mark the
@@ -143,9 +146,19 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 	if spec.PTY != nil {
 		setPTYAttrs(cmd)
 	}
+	lg, err := e.sys.newLimitGroups(id, treeCgroupDir(t), spec.Limits)
+	if err != nil {
+		t.abort()
+		closeAll(closeAfterStart)
+		_ = outRead.Close()
+		c.in.closeFile()
+		return nil, fmt.Errorf("local: start: %w", err)
+	}
+	c.limits = lg
 	// Counted before the fork: an OOM kill before it is not this one's.
-	c.oom = e.oom.counter(treeCgroupDir(t))
-	if err := cmd.Start(); err != nil {
+	c.oom = lg.oomCounter(e.oom.counter(treeCgroupDir(t)))
+	if err := lg.fork(cmd.Start); err != nil {
+		lg.remove()
 		t.abort()
 		closeAll(closeAfterStart)
 		_ = outRead.Close()
@@ -222,6 +235,7 @@ func (c *child) wait() {
 func (c *child) cleanupTree() {
 	for delay := 50 * time.Millisecond; delay < 2*time.Second; delay *= 2 {
 		if c.tree.cleanup() {
+			c.limits.remove()
 			return
 		}
 		if c.released.Load() {
@@ -393,7 +407,9 @@ func (c *child) Release() error {
 	}
 	go func() {
 		<-c.finished
-		c.tree.cleanup()
+		if c.tree.cleanup() {
+			c.limits.remove()
+		}
 		c.tree.release()
 	}()
 	return nil

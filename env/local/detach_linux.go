@@ -83,7 +83,7 @@ func (e *Env) startOnServer(ctx context.Context, id string, spec env.Spec) (*det
 	if err != nil {
 		return nil, err
 	}
-	cfg := shimConfig{Command: spec.Command, Dir: workDir, Env: e.commandEnv(spec), Stdin: spec.Stdin, PTY: spec.PTY, ID: id, SpecTag: spec.Tag}
+	cfg := shimConfig{Command: spec.Command, Dir: workDir, Env: e.commandEnv(spec), Stdin: spec.Stdin, PTY: spec.PTY, ID: id, SpecTag: spec.Tag, Limits: spec.Limits}
 	if e.sys.cgroupBase != "" {
 		cfg.CgroupBase, cfg.CgroupRel = e.sys.cgroupBase, e.sys.cgroupRel
 	} else {
@@ -598,7 +598,9 @@ func (d *detached) Remove(ctx context.Context) error {
 		return d.errorf("remove", errors.New("process is still running; kill it first"))
 	}
 	_ = d.Release()
-	d.tree.cleanup()
+	if d.tree.cleanup() {
+		d.env.sys.removeLimits(d.id)
+	}
 	if !strings.HasPrefix(d.dir, d.env.stateDir+string(filepath.Separator)) {
 		return d.errorf("remove", fmt.Errorf("directory %q is outside the state directory", d.dir))
 	}

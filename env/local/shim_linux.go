@@ -106,6 +106,8 @@ type shimServer struct {
 	reserved bool
 	exiting  bool
 	cgroups  []string // cgroups of ended leaders, removed once empty
+	// cgroupRetry: a look at cgroups not removed yet is scheduled.
+	cgroupRetry bool
 
 	oom   oomFinder
 	wake  chan struct{}

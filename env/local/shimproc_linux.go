@@ -23,6 +23,7 @@ type serverProc struct {
 	pid    int
 	cgroup string // absolute cgroup directory, "" in pgroup+scan mode
 	oom    oomCounter
+	limits *limitGroups // the cgroups of the command's env.Limits
 
 	stdinOnce sync.Once
 	stdinKeep *os.File // our write end of the FIFO: EOF only once we let go
@@ -52,8 +53,17 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	if err := p.placeTree(cfg, l); err != nil {
 		return nil, p.abortStart(err)
 	}
+	if cfg.Limits != nil {
+		if err := cfg.Limits.Validate(); err != nil {
+			return nil, p.abortStart(fmt.Errorf("start: %w", err))
+		}
+		sys := &system{limits: hostLimits(cfg.CgroupBase)}
+		if p.limits, err = sys.newLimitGroups(cfg.ID, p.cgroup, cfg.Limits); err != nil {
+			return nil, p.abortStart(err)
+		}
+	}
 	// Counted before the fork: an OOM kill before it is not this one's.
-	p.oom = s.oom.counter(p.cgroup)
+	p.oom = p.limits.oomCounter(s.oom.counter(p.cgroup))
 	s.forkMu.RLock()
 	startTime, err := p.fork(cfg, l)
 	if err != nil {
@@ -129,6 +139,7 @@ func (p *serverProc) abortStart(err error) error {
 	if p.logFile != nil {
 		_ = p.logFile.Close()
 	}
+	p.limits.remove()
 	if p.cgroup != "" {
 		_ = os.Remove(p.cgroup)
 	}
@@ -244,8 +255,12 @@ func (p *serverProc) placeTree(cfg *shimConfig, l *launch) error {
 // /proc did not tell.
 func (p *serverProc) fork(cfg *shimConfig, l *launch) (uint64, error) {
 	s := p.s
-	pid, err := forkExecUnmasked("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
-		Dir: cfg.Dir, Env: l.environ, Files: l.files, Sys: l.sys,
+	var pid int
+	err := p.limits.fork(func() (err error) {
+		pid, err = forkExecUnmasked("/bin/sh", []string{"/bin/sh", "-c", cfg.Command}, &syscall.ProcAttr{
+			Dir: cfg.Dir, Env: l.environ, Files: l.files, Sys: l.sys,
+		})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start /bin/sh: %w", err)
@@ -356,9 +371,14 @@ func (s *shimServer) reapAndCheck() bool {
 func (p *serverProc) ended(ws unix.WaitStatus) {
 	p.s.stdin.unwatch(p)
 	p.closeStdin()
-	if p.cgroup != "" {
+	if p.cgroup != "" || p.limits != nil {
 		p.s.mu.Lock()
-		p.s.cgroups = append(p.s.cgroups, p.cgroup)
+		if p.cgroup != "" {
+			p.s.cgroups = append(p.s.cgroups, p.cgroup)
+		}
+		if p.limits != nil {
+			p.s.cgroups = append(p.s.cgroups, p.limits.v1...)
+		}
 		p.s.mu.Unlock()
 	}
 	if p.exitWS != nil {
@@ -416,7 +436,22 @@ func (s *shimServer) removeEmptyCgroups(none bool) {
 		}
 	}
 	s.cgroups = kept
+	if len(kept) > 0 && !s.cgroupRetry {
+		// The kernel lets a cgroup go a moment after its last member is
+		// reaped; without a later look, only the next exit or the
+		// server's own end would remove it.
+		s.cgroupRetry = true
+		time.AfterFunc(cgroupRetryDelay, func() {
+			s.mu.Lock()
+			s.cgroupRetry = false
+			s.mu.Unlock()
+			s.poke()
+		})
+	}
 }
+
+// cgroupRetryDelay spaces the looks at cgroups the kernel did not let go.
+const cgroupRetryDelay = 200 * time.Millisecond
 
 // closeStdin lets go of the server's write end of the stdin FIFO.
 func (p *serverProc) closeStdin() {

@@ -42,6 +42,8 @@ type shimConfig struct {
 	CgroupRel  string `json:"cgroup_rel,omitempty"`
 	Tag        string `json:"tag,omitempty"`
 	SpecTag    string `json:"spec_tag,omitempty"`
+	// Limits are the command's env.Limits, enforced by the server's fork.
+	Limits *env.Limits `json:"limits,omitempty"`
 }
 
 // shimState is what the server records once the command runs.

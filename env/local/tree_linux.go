@@ -31,6 +31,8 @@ type system struct {
 	// cgroupRel is cgroupBase relative to the mount, as /proc/PID/cgroup
 	// shows it ("/corral" on a host whose supervisor sits in the root).
 	cgroupRel string
+	// limits is what the host lets corral enforce of env.Limits.
+	limits *limitSupport
 }
 
 func newSystem(disableCgroup bool, log *slog.Logger) (*system, error) {
@@ -38,14 +40,15 @@ func newSystem(disableCgroup bool, log *slog.Logger) (*system, error) {
 		// Detached processes started by another supervisor may still run
 		// in cgroups: knowing the mount lets Attach signal them.
 		mount, _, _ := cgroup2Mount()
-		return &system{cgroupRoot: mount}, nil
+		return &system{cgroupRoot: mount, limits: hostLimits("")}, nil
 	}
 	root, rel, err := findCgroup()
 	if err != nil {
 		log.Info("cgroup v2 not usable; tree kill falls back to process group + scan", "reason", err)
-		return &system{}, nil
+		return &system{limits: hostLimits("")}, nil
 	}
-	return &system{cgroupBase: filepath.Join(root, rel), cgroupRoot: root, cgroupRel: rel}, nil
+	base := filepath.Join(root, rel)
+	return &system{cgroupBase: base, cgroupRoot: root, cgroupRel: rel, limits: hostLimits(base)}, nil
 }
 
 // findCgroup locates a writable cgroup2 hierarchy with cgroup.kill and
@@ -189,6 +192,9 @@ func (s *system) capabilities() env.Capabilities {
 			"detached processes run under one shim server per state directory, which holds their terminals",
 			fmt.Sprintf("after a process exits, output from descendants still holding its output is collected for %s", OutputGrace),
 		},
+	}
+	if s.limits != nil {
+		c.Limits, c.LimitsNote = s.limits.names, s.limits.note
 	}
 	if s.cgroupBase != "" {
 		c.TreeKill = "cgroup"

@@ -125,6 +125,7 @@ func (e *Env) Capabilities() env.Capabilities {
 		TreeKill:     "pgroup+scan",
 		Ports:        true,
 		CheckURL:     !e.urlCheck.missing.Load(),
+		LimitsNote:   e.limitsNote(),
 		Notes: []string{
 			ptyNote,
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",
@@ -132,6 +133,13 @@ func (e *Env) Capabilities() env.Capabilities {
 			"ports read from /proc/net/tcp(6) in the tree's network namespace; a port wait looks every 10ms inside the sandbox; URL checks use curl, wget or python3 in the sandbox (CheckURL turns off once a check found none)",
 		},
 	}
+}
+
+func (e *Env) limitsNote() string {
+	if e.opts.LimitsNote != "" {
+		return e.opts.LimitsNote
+	}
+	return "per-process limits inside this sandbox are not enforced (no writable cgroup is used there); limit the sandbox itself"
 }
 
 func (e *Env) checkOpen() error {
@@ -291,6 +299,11 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if spec.Limits != nil {
+		if err := env.CheckLimits(e.opts.Name, e.Capabilities(), *spec.Limits); err != nil {
+			return nil, err
+		}
 	}
 	base, err := e.base(ctx)
 	if err != nil {

@@ -23,6 +23,10 @@ type PollConfig struct {
 type Options struct {
 	// Name is Environment.Name(), for example "docker://web". Default "nohup".
 	Name string
+	// LimitsNote is Capabilities.LimitsNote: the engine enforces no
+	// env.Limits inside the sandbox (it refuses them), and this says what
+	// to do instead on this transport. Default: a general sentence.
+	LimitsNote string
 	// BaseDir holds one private directory per process inside the sandbox.
 	// Default /tmp/.corral-UID, UID being the sandbox user's (`id -u`, asked
 	// once). It must be an absolute path of [A-Za-z0-9._/-].

@@ -23,7 +23,9 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 		residents = tr.MaxShells()
 	}
 	e, err := nohup.New(tr, nohup.Options{
-		Name:      tr.Name(),
+		Name: tr.Name(),
+		LimitsNote: "per-process limits on an SSH host (systemd-run --user --scope, or a delegated cgroup) are not implemented yet; " +
+			"run the command under the host's own limits (ulimit, systemd-run) instead",
 		BaseDir:   opts.BaseDir,
 		Residents: residents,
 		LogMax:    opts.LogMax,

@@ -1,0 +1,365 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Limits (env.Limits) are enforced by cgroup controllers: memory, pids and
+// cpu. Where the process's own cgroup v2 (cgroupTree) has them, the
+// limits are written there before the fork, which places the command in
+// it (CLONE_INTO_CGROUP). Where v2 lacks them but the host mounts v1
+// hierarchies with them (this project's CI machine: v1 controllers beside
+// an empty cgroup2 mount), each process also gets a v1 cgroup per
+// controller, under the supervisor's own: the fork is made by a thread
+// moved into those cgroups first (v1 places threads, and a child starts
+// in its forking thread's cgroups), and that thread ends with the fork:
+// it never serves other goroutines. Memory is limited with swap
+// (memsw/swap.max), so the limit ends in an OOM kill, never in swapping.
+
+// limitControllers maps each limit to its cgroup controller.
+var limitControllers = []struct{ limit, controller string }{
+	{env.LimitMemory, "memory"}, {env.LimitCPUs, "cpu"}, {env.LimitPids, "pids"},
+}
+
+// limitSupport is what this host lets corral enforce, found once.
+type limitSupport struct {
+	// v2: controllers enabled for the per-process v2 cgroups.
+	v2 map[string]bool
+	// v1: controller → the directory holding corral's per-process v1
+	// cgroups (<mount><our cgroup>/corral).
+	v1 map[string]string
+	// names are the limits enforced (env.Capabilities.Limits); note says
+	// why the others are not.
+	names []string
+	note  string
+}
+
+var (
+	limitsMu    sync.Mutex
+	limitsFound = map[string]*limitSupport{}
+)
+
+// hostLimits finds, once per process and v2 sub-tree, what this host
+// enforces; v2base is corral's v2 sub-tree ("" without one).
+func hostLimits(v2base string) *limitSupport {
+	limitsMu.Lock()
+	defer limitsMu.Unlock()
+	ls, ok := limitsFound[v2base]
+	if !ok {
+		ls = findLimits(v2base)
+		limitsFound[v2base] = ls
+	}
+	return ls
+}
+
+// newLimitGroups writes the limits of process id (see limitSupport.create).
+func (s *system) newLimitGroups(id, v2dir string, l *env.Limits) (*limitGroups, error) {
+	if l == nil || l.IsZero() {
+		return nil, nil
+	}
+	if s.limits == nil {
+		return nil, env.CheckLimits("local", env.Capabilities{}, *l)
+	}
+	return s.limits.create(id, v2dir, l)
+}
+
+// removeLimits deletes the v1 cgroups of process id, if any.
+func (s *system) removeLimits(id string) { s.limits.removeFor(id) }
+
+func findLimits(v2base string) *limitSupport {
+	ls := &limitSupport{v2: map[string]bool{}, v1: map[string]string{}}
+	var why []string
+	if v2base != "" {
+		ls.enableV2(v2base)
+	}
+	mounts := v1Mounts()
+	own := ownV1Cgroups()
+	for _, lc := range limitControllers {
+		if ls.v2[lc.controller] {
+			ls.names = append(ls.names, lc.limit)
+			continue
+		}
+		mount, rel := mounts[lc.controller], own[lc.controller]
+		if mount == "" || rel == "" {
+			why = append(why, fmt.Sprintf("--%s needs the %s controller in a writable cgroup (v2 delegated to corral, or v1), and this host offers neither", lc.limit, lc.controller))
+			continue
+		}
+		base := filepath.Join(mount, rel, "corral")
+		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			why = append(why, fmt.Sprintf("--%s: cannot create %s (%v); run the supervisor as root or in a delegated cgroup", lc.limit, base, unwrapPath(err)))
+			continue
+		}
+		if err := unix.Access(filepath.Join(base, "cgroup.procs"), unix.W_OK); err != nil {
+			why = append(why, fmt.Sprintf("--%s: %s is not writable; run the supervisor as root or in a delegated cgroup", lc.limit, base))
+			continue
+		}
+		sweepStaleCgroups(base)
+		ls.v1[lc.controller] = base
+		ls.names = append(ls.names, lc.limit)
+	}
+	ls.note = strings.Join(why, "; ")
+	return ls
+}
+
+// enableV2 enables in corral's v2 sub-tree the controllers its parent
+// offers; what the kernel refuses (a controller bound to a v1 hierarchy,
+// a parent that does not delegate it) stays off.
+func (ls *limitSupport) enableV2(base string) {
+	data, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return
+	}
+	offered := strings.Fields(string(data))
+	for _, lc := range limitControllers {
+		if !slices.Contains(offered, lc.controller) {
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+"+lc.controller), 0)
+	}
+	data, err = os.ReadFile(filepath.Join(base, "cgroup.subtree_control"))
+	if err != nil {
+		return
+	}
+	for _, c := range strings.Fields(string(data)) {
+		ls.v2[c] = true
+	}
+}
+
+// v1Mounts maps each v1 controller to its hierarchy's mount point.
+func v1Mounts() map[string]string {
+	m := map[string]string{}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, after := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(after) < 3 || after[0] != "cgroup" || fields[3] != "/" {
+			continue
+		}
+		for opt := range strings.SplitSeq(after[2], ",") {
+			if _, taken := m[opt]; !taken {
+				m[opt] = fields[4]
+			}
+		}
+	}
+	return m
+}
+
+// ownV1Cgroups maps each v1 controller to this process's cgroup in it.
+func ownV1Cgroups() map[string]string {
+	m := map[string]string{}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return m
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[1] == "" {
+			continue
+		}
+		for c := range strings.SplitSeq(parts[1], ",") {
+			m[c] = parts[2]
+		}
+	}
+	return m
+}
+
+// limitGroups are the cgroups one process's limits were written to.
+type limitGroups struct {
+	v1  []string // per-process v1 cgroups the fork joins
+	oom string   // the kernel's OOM record for the limited memory; "" for none
+}
+
+// create writes l for process id: into v2dir (the process's own v2
+// cgroup, made already; "" without one) for the controllers v2 has, into
+// new v1 cgroups for the others. On error nothing is left behind.
+func (ls *limitSupport) create(id, v2dir string, l *env.Limits) (*limitGroups, error) {
+	g := &limitGroups{}
+	if l == nil || l.IsZero() {
+		return g, nil
+	}
+	if err := env.CheckLimits("local", env.Capabilities{Limits: ls.names, LimitsNote: ls.note}, *l); err != nil {
+		return nil, err
+	}
+	if !validID(id) {
+		return nil, fmt.Errorf("limits: malformed process id %q", id)
+	}
+	fail := func(err error) (*limitGroups, error) {
+		g.remove()
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	for _, lc := range limitControllers {
+		files := limitFiles(lc.controller, l)
+		if len(files) == 0 {
+			continue
+		}
+		var dir string
+		v2 := ls.v2[lc.controller] && v2dir != ""
+		if v2 {
+			dir = v2dir
+			files = limitFilesV2(lc.controller, l)
+		} else {
+			base := ls.v1[lc.controller]
+			if base == "" {
+				return fail(fmt.Errorf("no %s controller for --%s", lc.controller, lc.limit))
+			}
+			dir = filepath.Join(base, id)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return fail(err)
+			}
+			g.v1 = append(g.v1, dir)
+		}
+		for _, f := range files {
+			err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0)
+			if err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
+				return fail(fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err)))
+			}
+		}
+		if lc.controller == "memory" {
+			if v2 {
+				g.oom = filepath.Join(dir, "memory.events")
+			} else {
+				g.oom = filepath.Join(dir, "memory.oom_control")
+			}
+		}
+	}
+	return g, nil
+}
+
+type limitFile struct {
+	name, value string
+	// optional: a kernel without it (no swap accounting) is no error.
+	optional bool
+}
+
+// limitFiles are the v1 files setting l's limit for controller, in the
+// order the kernel needs (the memory limit before memory+swap).
+func limitFiles(controller string, l *env.Limits) []limitFile {
+	switch {
+	case controller == "memory" && l.Memory != 0:
+		n := strconv.FormatInt(l.Memory, 10)
+		return []limitFile{{"memory.limit_in_bytes", n, false}, {"memory.memsw.limit_in_bytes", n, true}}
+	case controller == "cpu" && l.CPUs != 0:
+		return []limitFile{{"cpu.cfs_period_us", "100000", false}, {"cpu.cfs_quota_us", strconv.FormatInt(cpuQuota(l.CPUs), 10), false}}
+	case controller == "pids" && l.Pids != 0:
+		return []limitFile{{"pids.max", strconv.FormatInt(l.Pids, 10), false}}
+	}
+	return nil
+}
+
+// limitFilesV2 are limitFiles' v2 equivalents; memory.oom.group makes an
+// OOM kill end the whole tree, not only its largest member.
+func limitFilesV2(controller string, l *env.Limits) []limitFile {
+	switch {
+	case controller == "memory" && l.Memory != 0:
+		n := strconv.FormatInt(l.Memory, 10)
+		return []limitFile{{"memory.max", n, false}, {"memory.swap.max", "0", true}, {"memory.oom.group", "1", true}}
+	case controller == "cpu" && l.CPUs != 0:
+		return []limitFile{{"cpu.max", strconv.FormatInt(cpuQuota(l.CPUs), 10) + " 100000", false}}
+	case controller == "pids" && l.Pids != 0:
+		return []limitFile{{"pids.max", strconv.FormatInt(l.Pids, 10), false}}
+	}
+	return nil
+}
+
+// cpuQuota is cpus in microseconds per 100 ms period, at least the
+// kernel's minimum of 1 ms.
+func cpuQuota(cpus float64) int64 {
+	return max(int64(cpus*100000+0.5), 1000)
+}
+
+// fork runs start (a fork) on a thread placed in g's v1 cgroups, so the
+// child starts in them; without v1 cgroups it just runs start.
+func (g *limitGroups) fork(start func() error) error {
+	if g == nil || len(g.v1) == 0 {
+		return start()
+	}
+	errc := make(chan error, 1)
+	go g.forkOnThread(start, errc)
+	return <-errc
+}
+
+// forkOnThread locks its thread and never unlocks it: the thread ends
+// with the goroutine, so no other goroutine ever runs, or allocates, or
+// forks, in a limited cgroup. The main thread cannot end (the runtime
+// parks it for ever instead, still in the cgroups), so there the fork is
+// handed to another thread, and the main thread is given back untouched.
+func (g *limitGroups) forkOnThread(start func() error, errc chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		// Locked to this goroutine, the main thread cannot run that one.
+		go func() {
+			defer close(done)
+			g.forkOnThread(start, errc)
+		}()
+		<-done
+		runtime.UnlockOSThread()
+		return
+	}
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	for _, dir := range g.v1 {
+		if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
+			errc <- fmt.Errorf("limits: join %s: %w", dir, unwrapPath(err))
+			return
+		}
+	}
+	errc <- start()
+}
+
+// oomCounter is the counter of the limited memory's own cgroup, which
+// counts exactly this tree's OOM kills (from 0: it is new), else def.
+func (g *limitGroups) oomCounter(def oomCounter) oomCounter {
+	if g == nil || g.oom == "" {
+		return def
+	}
+	return oomCounter{path: g.oom}
+}
+
+// remove deletes g's v1 cgroups; one still populated (members outlived
+// the leader) stays, for sweepStaleCgroups to take later.
+func (g *limitGroups) remove() {
+	if g == nil {
+		return
+	}
+	for _, dir := range g.v1 {
+		_ = os.Remove(dir)
+	}
+}
+
+// removeFor deletes the v1 cgroups of process id, wherever they were made
+// (by this supervisor or its shim server).
+func (ls *limitSupport) removeFor(id string) {
+	if ls == nil || !validID(id) {
+		return
+	}
+	for _, base := range ls.v1 {
+		_ = os.Remove(filepath.Join(base, id))
+	}
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
