@@ -3,12 +3,14 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
 )
 
 // TestLimitFlags: --memory, --cpus and --pids reach StartOptions.Limits
@@ -74,5 +76,41 @@ func TestHelpSaysLimitsAreHard(t *testing.T) {
 		assert.Contains(t, out, "OOM kill of the tree")
 		assert.Contains(t, out, "--cpus")
 		assert.Contains(t, out, "--pids")
+	}
+}
+
+// TestLimitsLines: backends and doctor say which limits a backend
+// enforces, or none and why, in one line.
+func TestLimitsLines(t *testing.T) {
+	all := []string{env.LimitMemory, env.LimitCPUs, env.LimitPids}
+	assert.Equal(t, "memory, cpus, pids", limitsSummary(env.Capabilities{Limits: all}))
+	assert.Equal(t, "none: no cgroup v2 here", limitsSummary(env.Capabilities{LimitsNote: "no cgroup v2 here"}))
+	assert.Equal(t, "none: this backend enforces no per-process limit", limitsSummary(env.Capabilities{}))
+	assert.Equal(t, "memory, pids; not cpus: no cpu controller", limitsSummary(env.Capabilities{Limits: []string{env.LimitMemory, env.LimitPids}, LimitsNote: "no cpu controller"}))
+
+	// A plugin that states its capabilities, and one that does not.
+	assert.Contains(t, backendDetails(backendEntry{Name: "x", Capabilities: &env.Capabilities{Limits: all}, Limits: limitsSummary(env.Capabilities{Limits: all})}),
+		"limits: memory, cpus, pids")
+
+	// An open target, as the daemon reports it; a gone one is not asked.
+	now := time.Now()
+	p := backendProbe(registry.BackendInfo{Target: "docker://web", Name: "docker://web", OpenedAt: now, LimitsNote: "the container's own limits apply"}, now)
+	assert.Contains(t, p.Detail, "limits: none: the container's own limits apply")
+	p = backendProbe(registry.BackendInfo{Target: "local", Name: "local", OpenedAt: now, Limits: all}, now)
+	assert.Contains(t, p.Detail, "limits: memory, cpus, pids")
+	p = backendProbe(registry.BackendInfo{Target: "docker-image://img", Health: registry.BackendHealth{Condition: env.ConditionGone}}, now)
+	assert.NotContains(t, p.Detail, "limits")
+
+	// Every built-in backend has its line; local's is what it enforces.
+	entries, err := listBackends(t.Context())
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Kind != "builtin" {
+			continue
+		}
+		require.NotEmpty(t, e.Limits, e.Name)
+		if e.Name == "local" {
+			assert.True(t, e.Limits == "memory, cpus, pids" || strings.HasPrefix(e.Limits, "none: ") || strings.Contains(e.Limits, "; not "), "local: %q", e.Limits)
+		}
 	}
 }
