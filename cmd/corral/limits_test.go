@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
@@ -113,4 +114,15 @@ func TestLimitsLines(t *testing.T) {
 			assert.True(t, e.Limits == "memory, cpus, pids" || strings.HasPrefix(e.Limits, "none: ") || strings.Contains(e.Limits, "; not "), "local: %q", e.Limits)
 		}
 	}
+}
+
+// TestDaemonErrorSaysTheOperationOnce: the registry's "start: " under
+// start's own is said once.
+func TestDaemonErrorSaysTheOperationOnce(t *testing.T) {
+	err := daemonError("start", &daemon.APIError{Status: 400, Code: daemon.CodeUnsupported,
+		Message: "registry: start: docker://web cannot enforce --memory: no cgroup"})
+	assert.Equal(t, "start: docker://web cannot enforce --memory: no cgroup", err.Error())
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, exitCorralError, ee.code)
 }
