@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +129,29 @@ func TestDaemonErrorSaysTheOperationOnce(t *testing.T) {
 	var ee *exitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, exitCorralError, ee.code)
+}
+
+// TestRunLimitsReachTheBackend: corral run --memory goes to the local
+// backend, which runs the command under it or, while it enforces no
+// memory limit, refuses it in one line naming the flag, exit 125, having
+// run nothing.
+func TestRunLimitsReachTheBackend(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the local backend's limits are Linux cgroups")
+	}
+	e, done, err := probeLocal()
+	require.NoError(t, err)
+	enforced := slices.Contains(e.Capabilities().Limits, env.LimitMemory)
+	done()
+	marker := filepath.Join(t.TempDir(), "ran")
+	code, _, errOut := corral(t, "", "run", "--memory", "100M", "--", "touch "+marker)
+	_, statErr := os.Stat(marker)
+	if enforced {
+		assert.Equal(t, 0, code, errOut)
+		assert.NoError(t, statErr, "the command ran")
+		return
+	}
+	assert.Equal(t, exitCorralError, code)
+	assert.Regexp(t, `^corral: run: start: local cannot enforce --memory: .+\n$`, errOut)
+	assert.True(t, os.IsNotExist(statErr), "nothing ran")
 }
