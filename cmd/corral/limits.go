@@ -18,9 +18,9 @@ type limitFlags struct {
 
 func (l *limitFlags) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&l.memory, env.LimitMemory, "", "hard memory limit of the whole tree, e.g. 512M or 2G: going over it is an OOM kill of the tree (exit 137)")
-	f.StringVar(&l.cpus, env.LimitCPUs, "", "hard CPU limit of the whole tree in cores, e.g. 1.5: it is throttled to that")
-	f.StringVar(&l.pids, env.LimitPids, "", "hard limit on the tasks (processes and threads) of the tree at once, e.g. 512: a fork over it fails")
+	f.StringVar(&l.memory, env.LimitMemory, "", "hard memory limit of the whole tree, a `SIZE` such as 512M or 2G: going over it is an OOM kill of the tree (exit 137)")
+	f.StringVar(&l.cpus, env.LimitCPUs, "", "hard CPU limit of the whole tree, `N` cores such as 1.5: it is throttled to that")
+	f.StringVar(&l.pids, env.LimitPids, "", "hard limit on the tasks (processes and threads) of the tree at once, `N` such as 512: a fork over it fails")
 }
 
 // parse returns the limits given (nil when none) or a usage error naming
