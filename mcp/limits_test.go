@@ -49,7 +49,7 @@ func TestTerminalLimits(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"memory": "lots"}, `"memory" "lots" is not a size`},
-		{map[string]any{"memory": "1M"}, `"memory" 1048576 must be at least 6M`},
+		{map[string]any{"memory": "1M"}, `"memory" "1M" must be at least 6M`},
 		{map[string]any{"memory": strings.Repeat("9x", 1000)}, `"memory" "9x9x`},
 		{map[string]any{"cpus": 0}, `"cpus" 0: give a number of cores above 0`},
 		{map[string]any{"cpus": 2000}, `"cpus" 2000 must be between 0.01 and 1024 cores`},

@@ -117,13 +117,17 @@ func limitsArgs(in TerminalInput) (*env.Limits, error) {
 	}
 	// One limit at a time, so that the error names its argument.
 	for _, c := range []struct {
-		name string
-		l    env.Limits
-	}{{env.LimitMemory, env.Limits{Memory: l.Memory}}, {env.LimitCPUs, env.Limits{CPUs: l.CPUs}}, {env.LimitPids, env.Limits{Pids: l.Pids}}} {
+		name, given string
+		l           env.Limits
+	}{
+		{env.LimitMemory, quoteArg(in.Memory), env.Limits{Memory: l.Memory}},
+		{env.LimitCPUs, fmt.Sprint(l.CPUs), env.Limits{CPUs: l.CPUs}},
+		{env.LimitPids, fmt.Sprint(l.Pids), env.Limits{Pids: l.Pids}},
+	} {
 		if err := c.l.Validate(); err != nil {
 			var se *env.SpecError
 			if errors.As(err, &se) {
-				return nil, fmt.Errorf("%q %s %s", c.name, se.Value, se.Reason)
+				return nil, fmt.Errorf("%q %s %s", c.name, c.given, se.Reason)
 			}
 			return nil, fmt.Errorf("%q: %w", c.name, err)
 		}
@@ -133,6 +137,9 @@ func limitsArgs(in TerminalInput) (*env.Limits, error) {
 	}
 	return &l, nil
 }
+
+// quoteArg is s quoted as the model gave it, clipped.
+func quoteArg(s string) string { return fmt.Sprintf("%q", clipArg(s)) }
 
 // clipArg cuts a long argument for an error: a huge value is never
 // echoed whole.
