@@ -305,7 +305,7 @@ const (
 	CodeLimit      = "limit"
 	CodeNameInUse  = "name_in_use"
 	// CodeUnsupported: the backend cannot do what was asked (a limit it
-	// cannot enforce, ports it cannot list); the message says why.
+	// cannot enforce, a feature it lacks); the message says why.
 	CodeUnsupported = "unsupported"
 	CodeClosed      = "closed"
 	CodeForbidden   = "forbidden"
