@@ -29,6 +29,10 @@ type StartRequest struct {
 	PTY     bool            `json:"pty,omitempty"`
 	PTYSize *env.WindowSize `json:"pty_size,omitempty"`
 	Stdin   bool            `json:"stdin,omitempty"`
+	// Limits are hard ceilings on the tree (StartOptions.Limits): memory
+	// in bytes, cpus in cores, pids in tasks. A backend that cannot
+	// enforce one refuses the start (400, code unsupported).
+	Limits *env.Limits `json:"limits,omitempty"`
 
 	// Environ is the caller's whole environment (StartOptions.Environ):
 	// on the local backend the command's environment is Environ plus Env,
@@ -68,7 +72,7 @@ func (req StartRequest) Options() registry.StartOptions {
 		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
 		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
 		Name: req.Name, Replace: req.Replace, Ready: req.Ready, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
-		Key: req.Key,
+		Key: req.Key, Limits: req.Limits,
 	}
 	opts.Environ, opts.Session = req.Environ, req.Session
 	if req.PTY || req.PTYSize != nil {
@@ -87,7 +91,7 @@ func startRequest(opts registry.StartOptions) StartRequest {
 		Backend: opts.Backend, Command: opts.Command, Dir: opts.Dir, Env: opts.Env, Labels: opts.Labels,
 		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
 		Name: opts.Name, Replace: opts.Replace, Ready: opts.Ready, TTL: Duration(opts.TTL), IdleTimeout: Duration(opts.IdleTimeout),
-		Key: opts.Key,
+		Key: opts.Key, Limits: opts.Limits,
 	}
 	req.Environ, req.Session = opts.Environ, opts.Session
 	if opts.PTY != nil {
@@ -300,9 +304,12 @@ const (
 	CodeNotRunning = "not_running"
 	CodeLimit      = "limit"
 	CodeNameInUse  = "name_in_use"
-	CodeClosed     = "closed"
-	CodeForbidden  = "forbidden"
-	CodeInternal   = "internal"
+	// CodeUnsupported: the backend cannot do what was asked (a limit it
+	// cannot enforce, a feature it lacks); the message says why.
+	CodeUnsupported = "unsupported"
+	CodeClosed      = "closed"
+	CodeForbidden   = "forbidden"
+	CodeInternal    = "internal"
 )
 
 // FailedStartCodeHeader carries the error code of a start that failed
@@ -340,8 +347,11 @@ type httpError struct {
 // httpErrors is the HTTP translation of the error classes. The API speaks
 // of the registry's classes; two env classes travel as the registry class
 // a client acts on alike (a spec the backend refused is an invalid
-// request; stdin that is closed is stdin of a process not running), and
-// the other env classes are backend failures, answered as internal errors.
+// request; stdin that is closed is stdin of a process not running);
+// Unsupported travels as itself, a request this backend cannot serve
+// (the caller picks another backend or drops the option, as for a limit
+// it cannot enforce), not a failure of the daemon; and the other env
+// classes are backend failures, answered as internal errors.
 // Every class is listed, so that a class added to errclass and forgotten
 // here fails TestEveryClassCrossesHTTP.
 var httpErrors = map[errclass.Class]httpError{
@@ -356,12 +366,12 @@ var httpErrors = map[errclass.Class]httpError{
 	errclass.Limit:       {http.StatusTooManyRequests, CodeLimit},
 	errclass.Closed:      {http.StatusServiceUnavailable, CodeClosed},
 	errclass.NameInUse:   {http.StatusConflict, CodeNameInUse},
+	errclass.Unsupported: {http.StatusBadRequest, CodeUnsupported},
 
 	// Wait answers a timeout as a result (WaitResponse.TimedOut), never as
 	// an error.
 	errclass.WaitTimeout: {http.StatusInternalServerError, CodeInternal},
 	errclass.ProcessGone: {http.StatusInternalServerError, CodeInternal},
-	errclass.Unsupported: {http.StatusInternalServerError, CodeInternal},
 	errclass.SandboxGone: {http.StatusInternalServerError, CodeInternal},
 	errclass.Released:    {http.StatusInternalServerError, CodeInternal},
 	errclass.Exited:      {http.StatusInternalServerError, CodeInternal},
@@ -371,15 +381,16 @@ var httpErrors = map[errclass.Class]httpError{
 // codeClass is the way back, for the client: the class each code stands
 // for. A code that several classes travel as stands for the registry's.
 var codeClass = map[string]errclass.Class{
-	CodeInvalidID:  errclass.InvalidID,
-	CodeAmbiguous:  errclass.Ambiguous,
-	CodeNotFound:   errclass.NotFound,
-	CodeInvalid:    errclass.Invalid,
-	CodeRunning:    errclass.Running,
-	CodeNotRunning: errclass.NotRunning,
-	CodeLimit:      errclass.Limit,
-	CodeClosed:     errclass.Closed,
-	CodeNameInUse:  errclass.NameInUse,
+	CodeInvalidID:   errclass.InvalidID,
+	CodeAmbiguous:   errclass.Ambiguous,
+	CodeNotFound:    errclass.NotFound,
+	CodeInvalid:     errclass.Invalid,
+	CodeRunning:     errclass.Running,
+	CodeNotRunning:  errclass.NotRunning,
+	CodeLimit:       errclass.Limit,
+	CodeClosed:      errclass.Closed,
+	CodeNameInUse:   errclass.NameInUse,
+	CodeUnsupported: errclass.Unsupported,
 }
 
 // errorCode maps an error of the registry to its HTTP status and code.

@@ -19,8 +19,11 @@ import (
 // out.
 type Session struct {
 	registry.Info
-	StateText string       `json:"state_text"`
-	Row       registry.Row `json:"row"`
+	StateText string `json:"state_text"`
+	// LimitsText is Info.Limits as the flags say them ("memory 2G, cpus
+	// 1.5, pids 512"), for the detail view; absent when it has none.
+	LimitsText string       `json:"limits_text,omitempty"`
+	Row        registry.Row `json:"row"`
 }
 
 // Server-to-browser messages about the list.
@@ -108,7 +111,11 @@ func (h *hub) session(in registry.Info, now time.Time) Session {
 			in.Ports, in.PortsUnknown = seen.ports, seen.unknown
 		}
 	}
-	return Session{Info: in, StateText: in.StateText(), Row: in.Row(now)}
+	se := Session{Info: in, StateText: in.StateText(), Row: in.Row(now)}
+	if in.Limits != nil {
+		se.LimitsText = in.Limits.String()
+	}
+	return se
 }
 
 func (h *hub) run(ctx context.Context) {

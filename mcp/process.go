@@ -31,7 +31,7 @@ const (
 
 // ProcessInput are the arguments of the process tool.
 type ProcessInput struct {
-	Action   string            `json:"action" jsonschema:"What to do. list: all tracked processes (with cpu_percent, rss_bytes, peak_rss_bytes and pids of each tree corral has measured). poll: state, cost and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output; with ready=true, until it is ready instead. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
+	Action   string            `json:"action" jsonschema:"What to do. list: all tracked processes (with cpu_percent, rss_bytes, peak_rss_bytes and pids of each tree corral has measured, and the limits it runs under). poll: state, cost and new output since the last poll (or since offset). log: lines of the output (offset = first line, 1-based; default the last limit lines). wait: block until the process ends (or timeout), returns its final state and new output; with ready=true, until it is ready instead. kill: end the whole process tree. write: send data to stdin as is. submit: send data plus Enter. close: close stdin (EOF). events: pending events (exits of notify_on_complete processes, watch matches)."`
 	ID       string            `json:"id,omitempty" jsonschema:"Process id from terminal (proc_ + 12 hex digits), a unique prefix of at least 4 hex digits, or the name given to terminal. Required for every action except list and events."`
 	Data     string            `json:"data,omitempty" jsonschema:"write/submit: the text to send to stdin."`
 	Timeout  *Duration         `json:"timeout,omitempty" jsonschema:"wait: how long to wait (default 60 seconds). events: how long to wait for the first event when none is pending (default 0: do not wait). Seconds or a duration string such as \"5m\"."`
@@ -56,6 +56,9 @@ type ListResult struct {
 type ListedProcess struct {
 	registry.Info
 	Cost
+	// Limits are its limits in terminal's words ("memory 2G, cpus 1.5,
+	// pids 512"), in place of Info's bytes; absent when it has none.
+	Limits string `json:"limits,omitempty"`
 	// LastLine is the last line of its output, escapes stripped and
 	// capped; "" when it printed nothing.
 	LastLine string `json:"last_line,omitempty"`
@@ -87,6 +90,14 @@ func costOf(in *registry.Info) Cost {
 	return Cost{CPUPercent: &st.CPUPercent, RSSBytes: &st.RSSBytes, PeakRSSBytes: &st.PeakRSSBytes, Pids: &st.Pids}
 }
 
+// limitsOf takes the limits out of in, in the words a model gave them
+// to terminal ("memory 2G"), not Info's bytes: they go at the top, once.
+func limitsOf(in *registry.Info) string {
+	l := limitsText(in.Limits)
+	in.Limits = nil
+	return l
+}
+
 // maxLastLine caps ListedProcess.LastLine.
 const maxLastLine = 200
 
@@ -98,6 +109,8 @@ const lastLineWait = 300 * time.Millisecond
 type PollResult struct {
 	registry.Info
 	Cost
+	// Limits: as ListedProcess.Limits.
+	Limits       string `json:"limits,omitempty"`
 	Output       string `json:"output"`
 	Truncated    bool   `json:"truncated,omitempty"`
 	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
@@ -255,6 +268,7 @@ func (s *Server) list(ctx context.Context, in ProcessInput) (ListResult, error) 
 	for _, info := range infos {
 		lp := ListedProcess{Info: info}
 		lp.Cost = costOf(&lp.Info)
+		lp.Limits = limitsOf(&lp.Info)
 		// As ps and the dashboard show it: the words the CLI quoted one
 		// by one read as a person types them (the same shell meaning).
 		lp.Command = shellquote.Display(info.Command)
@@ -314,9 +328,11 @@ func (s *Server) poll(ctx context.Context, se *session, in ProcessInput, waitTim
 	out := render(pr.Output, pr.OmittedAt, pr.OmittedBytes, s.cfg.MaxOutput)
 	se.setCursor(id, pr.Next)
 	cost := costOf(&pr.Info)
+	limits := limitsOf(&pr.Info)
 	return PollResult{
 		Info:         pr.Info,
 		Cost:         cost,
+		Limits:       limits,
 		Output:       out.Text,
 		Truncated:    out.Omitted > 0,
 		OmittedBytes: out.Omitted,

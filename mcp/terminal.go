@@ -42,6 +42,9 @@ type TerminalInput struct {
 	ReadyPattern     string            `json:"ready_pattern,omitempty" jsonschema:"Background only: the process is ready once an output line matches this regular expression (Go syntax), e.g. \"listening on\"."`
 	ReadyURL         string            `json:"ready_url,omitempty" jsonschema:"Background only: the process is ready once a GET of this http(s) URL, made where the command runs, answers 2xx or 3xx, e.g. http://127.0.0.1:3000/health."`
 	TTL              *Duration         `json:"ttl,omitempty" jsonschema:"Background only: kill the tree this long after it started (a ttl_expired event says so). Seconds or a duration string such as \"2h\"."`
+	Memory           string            `json:"memory,omitempty" jsonschema:"Hard memory limit of the whole process tree, e.g. \"512M\" or \"2G\" (powers of 1024, at least 6M). Going over it is an OOM kill of the tree (exit code 137, reason \"out of memory (limit 2G)\"). A backend that cannot enforce a limit refuses the command."`
+	CPUs             *float64          `json:"cpus,omitempty" jsonschema:"Hard CPU limit of the whole tree in cores, e.g. 1.5 (0.01 to 1024): it is throttled to that."`
+	Pids             *int64            `json:"pids,omitempty" jsonschema:"Hard limit on the tasks (processes and threads) of the tree at once, e.g. 512 (at least 10): a fork beyond it fails."`
 }
 
 // workdir is the directory of a call that names dir.
@@ -82,8 +85,77 @@ type TerminalResult struct {
 	Yielded bool `json:"yielded,omitempty"`
 	// Reused: a process of that name was already running the same
 	// command; ID names it and nothing new was started.
-	Reused bool   `json:"reused,omitempty"`
+	Reused bool `json:"reused,omitempty"`
+	// Limits are the process's limits in the arguments' words ("memory
+	// 2G, cpus 1.5, pids 512"); absent when it has none.
+	Limits string `json:"limits,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// limitsArgs reads the memory, cpus and pids arguments: nil when none is
+// given, an error naming the argument when one is not a limit.
+func limitsArgs(in TerminalInput) (*env.Limits, error) {
+	var l env.Limits
+	if in.Memory != "" {
+		n, err := env.ParseSize(in.Memory)
+		if err != nil {
+			return nil, fmt.Errorf(`"memory" %q is not a size: give bytes or a size such as "512M" or "2G"`, clipArg(in.Memory))
+		}
+		l.Memory = n
+	}
+	if in.CPUs != nil {
+		if *in.CPUs <= 0 {
+			return nil, fmt.Errorf(`"cpus" %v: give a number of cores above 0, such as 1.5`, *in.CPUs)
+		}
+		l.CPUs = *in.CPUs
+	}
+	if in.Pids != nil {
+		if *in.Pids <= 0 {
+			return nil, fmt.Errorf(`"pids" %d: give a number of tasks above 0, such as 512`, *in.Pids)
+		}
+		l.Pids = *in.Pids
+	}
+	// One limit at a time, so that the error names its argument.
+	for _, c := range []struct {
+		name, given string
+		l           env.Limits
+	}{
+		{env.LimitMemory, quoteArg(in.Memory), env.Limits{Memory: l.Memory}},
+		{env.LimitCPUs, fmt.Sprint(l.CPUs), env.Limits{CPUs: l.CPUs}},
+		{env.LimitPids, fmt.Sprint(l.Pids), env.Limits{Pids: l.Pids}},
+	} {
+		if err := c.l.Validate(); err != nil {
+			var se *env.SpecError
+			if errors.As(err, &se) {
+				return nil, fmt.Errorf("%q %s %s", c.name, c.given, se.Reason)
+			}
+			return nil, fmt.Errorf("%q: %w", c.name, err)
+		}
+	}
+	if l.IsZero() {
+		return nil, nil
+	}
+	return &l, nil
+}
+
+// quoteArg is s quoted as the model gave it, clipped.
+func quoteArg(s string) string { return fmt.Sprintf("%q", clipArg(s)) }
+
+// clipArg cuts a long argument for an error: a huge value is never
+// echoed whole.
+func clipArg(s string) string {
+	if len(s) > 40 {
+		return strings.ToValidUTF8(s[:40], "") + "…"
+	}
+	return s
+}
+
+// limitsText is in's limits as Limits.String says them, "" for none.
+func limitsText(l *env.Limits) string {
+	if l == nil {
+		return ""
+	}
+	return l.String()
 }
 
 // checkDevServer checks the arguments for dev servers (name, readiness,
@@ -188,6 +260,10 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	if err != nil {
 		return nil, nil, err
 	}
+	limits, err := limitsArgs(in)
+	if err != nil {
+		return nil, nil, err
+	}
 	se := s.session(req.Session)
 	if se == nil {
 		return nil, nil, errors.New("the server is shutting down, or lost its registry")
@@ -202,6 +278,7 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		Labels:  map[string]string{"via": "mcp", SessionLabel: se.id},
 		Environ: s.cfg.Environ,
 		Env:     slices.Clone(agentEnv),
+		Limits:  limits,
 	}
 	if in.Persist {
 		opts.Labels[PersistLabel] = "1"
@@ -230,7 +307,8 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		if err != nil {
 			return nil, nil, toolError("start", err)
 		}
-		res := &TerminalResult{ID: info.ID, Name: info.Name, State: info.State, PID: info.PID, OutputBytes: info.OutputBytes, Reused: info.Reused}
+		res := &TerminalResult{ID: info.ID, Name: info.Name, State: info.State, PID: info.PID, OutputBytes: info.OutputBytes, Reused: info.Reused,
+			Limits: limitsText(info.Limits)}
 		return textResult(startedText(info, se.id, in.Persist)), res, nil
 	}
 
@@ -265,6 +343,7 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		OmittedBytes: out.Omitted,
 		OutputBytes:  rr.OutputBytes,
 		Yielded:      rr.Yielded,
+		Limits:       limitsText(rr.Limits),
 		Reason:       rr.Reason,
 	}
 	if rr.Status != nil {

@@ -20,7 +20,10 @@ long keeps running in the background and the result has yielded=true.
 
 Background (background=true): returns the process id at once; use the process tool to poll its output, wait
 for it, write to its stdin (start it with stdin=true), or kill it. notify_on_complete announces its exit as an
-event; watch_patterns announce matching output lines.`
+event; watch_patterns announce matching output lines.
+
+Limits (memory, cpus, pids) are hard ceilings on the whole tree: memory over the limit is an OOM kill
+(exit code 137, reason "out of memory (limit 2G)"). A backend that cannot enforce one refuses the command.`
 
 const processDescription = `Manage processes started by terminal, by id.
 

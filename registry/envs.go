@@ -182,6 +182,10 @@ type BackendInfo struct {
 	// gone (it is then not open, OpenedAt is zero and Name is the old
 	// environment's): the next call on the target opens it again.
 	Health BackendHealth `json:"health"`
+	// Limits and LimitsNote are its Capabilities': the per-process
+	// limits it enforces, and why one is missing (corral doctor).
+	Limits     []string `json:"limits,omitempty"`
+	LimitsNote string   `json:"limits_note,omitempty"`
 }
 
 // Backends lists the environments the registry has opened, by target,
@@ -224,6 +228,8 @@ func (r *Registry) Backends() []BackendInfo {
 		c := byTarget[o.target]
 		bi := BackendInfo{Target: o.target, Name: o.slot.env.Name(), OpenedAt: o.slot.openedAt, Tracked: c.tracked, Running: c.running,
 			Health: o.slot.health.snapshot()}
+		caps := o.slot.env.Capabilities()
+		bi.Limits, bi.LimitsNote = slices.Clone(caps.Limits), caps.LimitsNote
 		if cr, ok := o.slot.env.(env.ConnReporter); ok {
 			if st := cr.ConnStatus(); st.State != "" {
 				bi.Conn = &st

@@ -27,6 +27,7 @@ func (c connected) ConnStatus() env.ConnStatus {
 func TestBackendsListsOpenEnvironments(t *testing.T) {
 	since := time.Now().Add(-time.Minute)
 	remote := newFakeEnv()
+	remote.Caps.Limits, remote.Caps.LimitsNote = []string{env.LimitMemory}, "no cpu controller"
 	f := newFixture(t, func(cfg *Config) {
 		open := cfg.Open
 		cfg.Open = func(ctx context.Context, target string) (env.Environment, error) {
@@ -64,6 +65,9 @@ func TestBackendsListsOpenEnvironments(t *testing.T) {
 	require.NotNil(t, bs[1].Conn)
 	require.Equal(t, env.ConnConnected, bs[1].Conn.State)
 	require.True(t, bs[1].Conn.Since.Equal(since))
+	require.Equal(t, []string{env.LimitMemory}, bs[1].Limits, "the limits it enforces, for corral doctor")
+	require.Equal(t, "no cpu controller", bs[1].LimitsNote)
+	require.Empty(t, bs[0].Limits)
 }
 
 // TestSandboxGoneReopens: a sandbox that vanishes under its processes

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,6 +35,10 @@ type backendEntry struct {
 	// Capabilities are what a plugin states about its Environments (nil
 	// when it states none: it reports them once a target is opened).
 	Capabilities *env.Capabilities `json:"capabilities,omitempty"`
+	// Limits says which per-process limits the backend enforces
+	// ("memory, cpus, pids") or "none: why" (limitsSummary), or that
+	// only an opened target knows.
+	Limits string `json:"limits"`
 	// Cluster is the Kubernetes plugin's check of the cluster, the line
 	// corral doctor shows as "kubernetes" (the k8s plugin only).
 	Cluster *probe `json:"cluster,omitempty"`
@@ -102,6 +107,7 @@ func listBackends(ctx context.Context) ([]backendEntry, error) {
 	var out []backendEntry
 	for _, b := range builtinBackends {
 		b.Kind, b.Version, b.Health = "builtin", readBuildInfo().Version, "ok"
+		b.Limits = builtinLimits(b.Name)
 		out = append(out, b)
 	}
 	opts := plugins.Options{Logger: slog.Default()}
@@ -135,6 +141,10 @@ func probePlugin(ctx context.Context, f plugins.Found, opts plugins.Options) bac
 	info, err := plugins.Probe(pctx, f, opts)
 	cancel()
 	e.Version, e.Description, e.Capabilities, e.Health = info.Version, info.Description, info.Capabilities, healthOK
+	e.Limits = limitsUnknown
+	if info.Capabilities != nil {
+		e.Limits = limitsSummary(*info.Capabilities)
+	}
 	switch {
 	case errors.Is(err, plugins.ErrRefused):
 		e.Health, e.Error = healthRefused, err.Error()
@@ -184,6 +194,9 @@ func backendDetails(e backendEntry) []string {
 			lines = append(lines, "note: "+oneLine(n))
 		}
 	}
+	if e.Limits != "" {
+		lines = append(lines, "limits: "+oneLine(e.Limits))
+	}
 	if c := e.Cluster; c != nil {
 		lines = append(lines, "cluster "+probeMark(*c)+": "+oneLine(c.Detail))
 	}
@@ -212,4 +225,48 @@ func capsSummary(c env.Capabilities) string {
 		s += "; tree kill: " + c.TreeKill
 	}
 	return s
+}
+
+// limitsUnknown is the limits line of a backend whose capabilities only
+// an opened target reports (a docker container, an ssh host).
+const limitsUnknown = "known per target: corral doctor shows those of the targets the daemon holds open"
+
+// builtinLimits is the limits line of a built-in backend: the local one
+// is asked (a throwaway environment, as doctor's probes use); the others
+// know only once a target is opened.
+func builtinLimits(name string) string {
+	if name != "local" {
+		return limitsUnknown
+	}
+	e, done, err := probeLocal()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	defer done()
+	return limitsSummary(e.Capabilities())
+}
+
+// limitsSummary says which limits c enforces: "memory, cpus, pids", those
+// it enforces and why not the others, or "none: why".
+func limitsSummary(c env.Capabilities) string {
+	return limitsWords(c.Limits, c.LimitsNote)
+}
+
+func limitsWords(have []string, note string) string {
+	var missing []string
+	for _, name := range []string{env.LimitMemory, env.LimitCPUs, env.LimitPids} {
+		if !slices.Contains(have, name) {
+			missing = append(missing, name)
+		}
+	}
+	if note == "" {
+		note = "this backend enforces no per-process limit"
+	}
+	switch {
+	case len(missing) == 0:
+		return strings.Join(have, ", ")
+	case len(missing) == 3:
+		return "none: " + note
+	}
+	return strings.Join(have, ", ") + "; not " + strings.Join(missing, ", ") + ": " + note
 }

@@ -200,6 +200,8 @@ func daemonError(op string, errs ...error) error {
 		}
 		// The package prefixes say nothing to a user of the command.
 		msg := strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(err.Error())
+		// "start: start: …" says the operation twice.
+		msg = strings.TrimPrefix(msg, op+": ")
 		if h := hint(err); h != "" {
 			msg += " (" + h + ")"
 		}

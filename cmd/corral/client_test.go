@@ -39,7 +39,7 @@ func TestDaemonCodesExitStatus(t *testing.T) {
 		daemon.CodeInvalidID: exitUsage, daemon.CodeAmbiguous: exitUsage, daemon.CodeInvalid: exitUsage,
 		daemon.CodeNotFound: exitUsage, daemon.CodeRunning: exitCorralError, daemon.CodeNotRunning: exitCorralError,
 		daemon.CodeLimit: exitCorralError, daemon.CodeClosed: exitCorralError, daemon.CodeForbidden: exitCorralError,
-		daemon.CodeInternal: exitCorralError, "": exitCorralError,
+		daemon.CodeUnsupported: exitCorralError, daemon.CodeInternal: exitCorralError, "": exitCorralError,
 	} {
 		ae := &daemon.APIError{Status: http.StatusBadRequest, Code: code, Message: "registry: boom"}
 		var ee *exitError

@@ -54,7 +54,7 @@ the report is the result. Does not start the daemon.`,
 			ctx := orBackground(cmd.Context())
 			daemonProbe, open := probeDaemon(ctx)
 			probes := append([]probe{daemonProbe}, open...)
-			probes = append(probes, probeCgroup(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probeKubernetes(ctx))
+			probes = append(probes, probeCgroup(), probeLimits(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probeKubernetes(ctx))
 			probes = append(probes, probePlugins(ctx)...)
 			if asJSON {
 				return printJSON(stdout, probes)
@@ -165,6 +165,10 @@ func backendProbe(b registry.BackendInfo, now time.Time) probe {
 		p.Status = string(h.Condition)
 	}
 	parts = append(parts, fmt.Sprintf("%d processes tracked, %d running", b.Tracked, b.Running))
+	if !b.OpenedAt.IsZero() {
+		// What the opened target enforces; a gone one is not asked.
+		parts = append(parts, "limits: "+limitsWords(b.Limits, b.LimitsNote))
+	}
 	p.Detail = strings.Join(parts, "; ")
 	return p
 }
@@ -204,6 +208,22 @@ func probeCgroup() probe {
 	} else {
 		p.Detail = fmt.Sprintf("tree kill uses %q: %s", caps.TreeKill, strings.Join(caps.Notes, "; "))
 	}
+	return p
+}
+
+// probeLimits reports the per-process limits (--memory, --cpus, --pids)
+// the local backend enforces; ok when it enforces them all.
+func probeLimits() probe {
+	p := probe{Name: "limits (local)"}
+	e, done, err := probeLocal()
+	if err != nil {
+		p.Detail = err.Error()
+		return p
+	}
+	defer done()
+	caps := e.Capabilities()
+	p.OK = len(caps.Limits) == 3
+	p.Detail = limitsSummary(caps)
 	return p
 }
 
@@ -324,6 +344,7 @@ func probePlugins(ctx context.Context) []probe {
 			for _, n := range c.Notes {
 				parts = append(parts, "note: "+n)
 			}
+			parts = append(parts, "limits: "+limitsSummary(*c))
 		} else if e.Health == healthOK {
 			parts = append(parts, "states no capabilities (reported once a target is opened)")
 		}

@@ -34,6 +34,8 @@ type runOptions struct {
 	allowEnv    []string
 	dir         string
 	noDaemon    bool
+	// limits are --memory, --cpus and --pids; nil when none is given.
+	limits *env.Limits
 }
 
 const runLong = `Run COMMAND in the foreground through a backend, stream its output live to
@@ -84,15 +86,19 @@ const runExample = `  corral run -- sh -c 'echo hi; exit 3'      # prints hi, ex
   corral run --idle-timeout 2m --grace 10s -- npm run build
   corral run --env CI=1 --dir ./web -- make
   corral run --allow-env GITHUB_TOKEN -- gh pr list
+  corral run --memory 2G --cpus 1.5 --pids 512 -- make -j8
   corral run --pty -- ls --color=auto
   echo data | corral run --stdin -- wc -c`
 
 func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var o runOptions
+	var (
+		o   runOptions
+		lim limitFlags
+	)
 	cmd := &cobra.Command{
 		Use:     "run [flags] -- COMMAND...",
 		Short:   "Run a command in the foreground; kill its whole tree on timeout or interrupt",
-		Long:    runLong,
+		Long:    runLong + "\n\n" + limitsHelp,
 		Example: runExample,
 		// Everything after the first word of COMMAND belongs to COMMAND, so
 		// `corral run ls -la` passes -la to ls even without "--".
@@ -104,6 +110,10 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
+				return err
+			}
+			var err error
+			if o.limits, err = lim.parse("run", cmd); err != nil {
 				return err
 			}
 			return runForeground(cmd.Context(), o, commandLine(args), stdin, stdout, stderr)
@@ -122,6 +132,7 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		"pass this secret-looking variable of corral's environment on (repeatable; see Secrets above)")
 	f.StringVar(&o.dir, "dir", "", "working directory (default: corral's)")
 	f.BoolVar(&o.noDaemon, "no-daemon", false, "run in a registry of this command's own instead of the daemon's ("+noDaemonEnv+"=1 does the same)")
+	lim.addFlags(cmd)
 	return cmd
 }
 
@@ -270,7 +281,8 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		return &exitError{code: 128 + int(syscall.SIGPIPE)}
 	}
 	if runErr != nil {
-		return &exitError{code: exitCorralError, msg: fmt.Sprintf("run: %v", runErr)}
+		// The package prefixes say nothing to a user of the command.
+		return &exitError{code: exitCorralError, msg: "run: " + strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(runErr.Error())}
 	}
 	if res.TimedOut != "" {
 		return &exitError{code: exitTimeout, msg: timeoutMessage(res, o)}
@@ -399,7 +411,7 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 // the local backend does, unless --allow-env names them) and working
 // directory explicitly: through the daemon, the daemon's would apply.
 func (o runOptions) startOptions(command string) (registry.StartOptions, error) {
-	start := registry.StartOptions{Backend: o.backend, Command: command, Dir: o.dir, Env: o.env, Stdin: o.stdin}
+	start := registry.StartOptions{Backend: o.backend, Command: command, Dir: o.dir, Env: o.env, Stdin: o.stdin, Limits: o.limits}
 	if o.backend != "local" {
 		return start, nil
 	}

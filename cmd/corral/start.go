@@ -55,13 +55,15 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 		asJSON   bool
 		backend  string
 		allowEnv []string
+		lim      limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "start [flags] -- COMMAND...",
 		Short: "Start a command in the background and print its ID",
-		Long:  startLong,
+		Long:  startLong + "\n\n" + limitsHelp,
 		Example: "  corral start --label task=build -- make -j8\n  corral start --watch ERROR --notify -- ./server\n  corral start --stdin -- python3 -i\n" +
-			"  corral start --name web --ready-port 3000 --ttl 2h -- npm run dev && corral wait --ready --timeout 60s web",
+			"  corral start --name web --ready-port 3000 --ttl 2h -- npm run dev && corral wait --ready --timeout 60s web\n" +
+			"  corral start --memory 2G --pids 512 -- ./server",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErrorf("start: missing command: give it after --, e.g. corral start -- make test")
@@ -88,6 +90,9 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 				if !env.ValidEnvName(name) {
 					return usageErrorf("start: --allow-env %q: give a variable name matching [A-Za-z_][A-Za-z0-9_]*", name)
 				}
+			}
+			if req.Limits, err = lim.parse("start", cmd); err != nil {
+				return err
 			}
 			req.Labels, req.Backend, req.Command = l, backend, commandLine(args)
 			if backend == "local" {
@@ -150,6 +155,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&req.Dir, "dir", "", "working directory (default: the current one, for the local backend)")
 	f.BoolVar(&asJSON, "json", false, "print the process as JSON")
 	dev.addFlags(cmd)
+	lim.addFlags(cmd)
 	return cmd
 }
 

@@ -19,7 +19,8 @@ import (
 const statsLong = `Print what a process's tree costs, as the daemon last sampled it (it never
 waits for a backend): CPU (a share of one core: 100% is one full core, more on
 several), CPU time used so far, resident memory (RSS) and its peak, how many
-processes of the tree are alive, and what they read from and wrote to storage.
+processes of the tree are alive, what they read from and wrote to storage, and
+the limits the tree runs under (start's --memory, --cpus, --pids).
 The daemon samples a running tree every second while it is young or busy, and
 down to every 10 s while it is quiet.
 
@@ -127,6 +128,10 @@ func writeStats(w io.Writer, in registry.Info, rep registry.StatsReport) {
 		fmt.Fprintf(tw, "processes\t%d\n", st.Pids)
 	}
 	fmt.Fprintf(tw, "I/O\tread %s, written %s\n", registry.BytesText(st.ReadBytes), registry.BytesText(st.WriteBytes))
+	if in.Limits != nil {
+		// Beside the figures they cap: RSS against the memory limit.
+		fmt.Fprintf(tw, "limits\t%s\n", in.Limits)
+	}
 	fmt.Fprintf(tw, "sampled\t%s\n", st.SampledAt.Local().Format("15:04:05"))
 	tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -41,6 +42,18 @@ func TestWriteStats(t *testing.T) {
 		"CPU time  2m5s\n"+
 		"peak RSS  2G\n"+
 		"I/O       read 0B, written 0B\n"+
+		"sampled   "+clock+"\n", out.String())
+
+	// With limits: in the flags' words, beside the figures they cap.
+	out.Reset()
+	limited := done
+	limited.Limits = &env.Limits{Memory: 2 << 30, CPUs: 1.5, Pids: 512}
+	writeStats(&out, limited, registry.StatsReport{ID: in.ID, Stats: &registry.Stats{CPUSeconds: 125, PeakRSSBytes: 2 << 30, SampledAt: at}})
+	assert.Equal(t, "proc_3f2a9c1d7e00 (web): killed\n"+
+		"CPU time  2m5s\n"+
+		"peak RSS  2G\n"+
+		"I/O       read 0B, written 0B\n"+
+		"limits    memory 2G, cpus 1.5, pids 512\n"+
 		"sampled   "+clock+"\n", out.String())
 
 	for _, tc := range []struct {

@@ -214,6 +214,11 @@ function renderDetail() {
   $("d-state").textContent = text(s, "state") + (s.pty ? " · terminal" : "");
   $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");
   $("d-cmd").textContent = `${s.backend}: ${text(s, "command")}`;
+  // The reason in the registry's words: an OOM kill names the memory
+  // limit ("out of memory (limit 100M)"), which the state text cannot.
+  $("d-limits").textContent = s.limits_text ? `limits: ${s.limits_text}` : "";
+  $("d-reason").textContent = final && s.reason ? s.reason : "";
+  $("d-info").hidden = !$("d-limits").textContent && !$("d-reason").textContent;
   const treeRuns = !final || s.tree_running;
   $("b-kill").disabled = !treeRuns;
   $("b-force").disabled = !treeRuns;

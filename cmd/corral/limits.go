@@ -1,0 +1,73 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/env"
+)
+
+// limitFlags are the --memory, --cpus and --pids flags of run and start.
+// They are read as strings so that a bad value gets corral's own one-line
+// error naming the flag, as the other flags' values do.
+type limitFlags struct {
+	memory, cpus, pids string
+}
+
+func (l *limitFlags) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&l.memory, env.LimitMemory, "", "hard memory limit of the whole tree, a `SIZE` such as 512M or 2G: going over it is an OOM kill of the tree (exit 137)")
+	f.StringVar(&l.cpus, env.LimitCPUs, "", "hard CPU limit of the whole tree, `N` cores such as 1.5: it is throttled to that")
+	f.StringVar(&l.pids, env.LimitPids, "", "hard limit on the tasks (processes and threads) of the tree at once, `N` such as 512: a fork over it fails")
+}
+
+// parse returns the limits given (nil when none) or a usage error naming
+// the flag; a backend that cannot enforce one refuses the start later.
+func (l *limitFlags) parse(op string, cmd *cobra.Command) (*env.Limits, error) {
+	changed := func(name string) bool { return cmd.Flags().Changed(name) }
+	var lim env.Limits
+	if changed(env.LimitMemory) {
+		n, err := env.ParseSize(l.memory)
+		if err != nil {
+			return nil, usageErrorf("%s: --memory %q: give a size in bytes or with a suffix, such as 512M or 2G", op, clipCommand(l.memory, 40))
+		}
+		lim.Memory = n
+	}
+	if changed(env.LimitCPUs) {
+		f, err := env.ParseCPUs(l.cpus)
+		if err != nil || f <= 0 {
+			return nil, usageErrorf("%s: --cpus %q: give a number of cores above 0, such as 1.5", op, clipCommand(l.cpus, 40))
+		}
+		lim.CPUs = f
+	}
+	if changed(env.LimitPids) {
+		n, err := strconv.ParseInt(strings.TrimSpace(l.pids), 10, 64)
+		if err != nil || n <= 0 {
+			return nil, usageErrorf("%s: --pids %q: give a whole number of tasks, such as 512", op, clipCommand(l.pids, 40))
+		}
+		lim.Pids = n
+	}
+	// Each limit is checked alone, so the error names its flag.
+	for _, c := range []struct {
+		flag string
+		l    env.Limits
+	}{{env.LimitMemory, env.Limits{Memory: lim.Memory}}, {env.LimitCPUs, env.Limits{CPUs: lim.CPUs}}, {env.LimitPids, env.Limits{Pids: lim.Pids}}} {
+		if err := c.l.Validate(); err != nil {
+			return nil, usageErrorf("%s: --%s %s: %s", op, c.flag, clipCommand(cmd.Flags().Lookup(c.flag).Value.String(), 40), specReason(err))
+		}
+	}
+	if lim.IsZero() {
+		return nil, nil
+	}
+	return &lim, nil
+}
+
+// limitsHelp is the paragraph of run's and start's help on the limits.
+const limitsHelp = `Limits: --memory SIZE, --cpus N and --pids N are hard ceilings on the whole
+process tree. Memory over --memory is an OOM kill of the tree (exit 137, and
+corral says "out of memory (limit SIZE)"); CPU time is held to --cpus cores;
+a fork beyond --pids tasks (processes and threads) fails. A backend that
+cannot enforce a limit refuses the command rather than run it unlimited
+(corral backends shows which limits each enforces).`
