@@ -17,7 +17,10 @@ import (
 func requireLimits(t *testing.T, e *Env) {
 	t.Helper()
 	if got := e.Capabilities().Limits; len(got) != 3 {
-		t.Skipf("this host enforces %v of the limits: %s", got, e.Capabilities().LimitsNote)
+		if os.Getenv("CORRAL_REQUIRE_LIMITS") == "1" {
+			t.Fatalf("CORRAL_REQUIRE_LIMITS=1 but this host enforces %v of the limits: %s", got, e.Capabilities().LimitsNote)
+		}
+		t.Skipf("this host enforces %v of the limits (set CORRAL_REQUIRE_LIMITS=1 to fail instead): %s", got, e.Capabilities().LimitsNote)
 	}
 }
 
