@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -115,4 +117,58 @@ func psInfo(t *testing.T, h *daemonHome, id string) registry.Info {
 	}
 	require.FailNowf(t, "not listed", "%s is not in corral ps --all: %s", id, out)
 	return registry.Info{}
+}
+
+// TestCeilingThroughServe: `corral serve --max-memory 100M` holds the local
+// processes together under 100M: of ten that each hold 40 MB, the OOM
+// killer ends most, and corral says so; a ceiling below what anything
+// needs is refused before the daemon runs.
+func TestCeilingThroughServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the corral binary")
+	}
+	requireLocalLimit(t, env.LimitMemory)
+	bin := buildCorral(t)
+	h := newDaemonHome(t, bin)
+
+	r := h.run("serve", "--max-memory", "1M")
+	assert.Equal(t, 2, r.code, "stderr %q", r.stderr)
+	assert.Contains(t, r.stderr, "--max-memory")
+
+	ceilings := func() []string {
+		found, _ := filepath.Glob("/sys/fs/cgroup/*/corral/ceiling-*")
+		more, _ := filepath.Glob("/sys/fs/cgroup/memory/*/*/corral/ceiling-*")
+		return append(found, more...)
+	}
+	before := ceilings()
+	h.startServe("--max-memory", "100M", "--max-pids", "500")
+	t.Cleanup(func() {
+		// The daemon removes the ceiling's cgroups as it ends: let it end,
+		// rather than be killed by the harness once its socket is gone.
+		h.mustRun("shutdown", "--kill-all")
+		done := make(chan struct{})
+		go func() { _ = h.serve.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = h.serve.Process.Kill()
+			<-done
+		}
+		h.serve = nil
+		for _, c := range ceilings() {
+			assert.Contains(t, before, c, "the daemon's ceiling cgroup outlived it")
+		}
+	})
+	var ids []string
+	for range 10 {
+		ids = append(ids, strings.TrimSpace(h.mustRun("start", "--", `v=$(head -c 40000000 /dev/zero | tr '\0' a); echo "held ${#v}"; sleep 2`)))
+	}
+	oom := 0
+	for _, id := range ids {
+		h.run("wait", id)
+		if in := psInfo(t, h, id); registry.IsOutOfMemory(in.Reason) {
+			oom++
+		}
+	}
+	assert.GreaterOrEqual(t, oom, 7, "at most 2 processes of 40 MB fit under a 100M ceiling")
 }

@@ -95,6 +95,9 @@ func (e invalidTarget) Is(target error) bool {
 
 // backendOptions carries the flags that configure backends.
 type backendOptions struct {
+	// ceiling holds every local process under one parent cgroup with
+	// these limits (serve --max-memory, --max-cpus, --max-pids); nil: none.
+	ceiling *env.Limits
 	// allowEnv names secret-looking variables of corral's environment that
 	// the local backend passes on nevertheless (--allow-env).
 	allowEnv []string
@@ -180,7 +183,7 @@ func (b backendOptions) open(ctx context.Context, target string) (env.Environmen
 	}
 	switch scheme {
 	case "local":
-		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax, Environ: b.environ})
+		e, err = local.New(local.Options{AllowEnv: b.allowEnv, LogMax: logMax, Environ: b.environ, Ceiling: b.ceiling})
 	case "docker", "docker-image":
 		e, err = docker.Open(ctx, target, docker.Options{Owner: b.dockerOwner(target), LogMax: logMax})
 	case "ssh":

@@ -14,6 +14,18 @@ import (
 // error naming the flag, as the other flags' values do.
 type limitFlags struct {
 	memory, cpus, pids string
+	// prefix is "" for run's and start's, "max-" for serve's ceiling
+	// (--max-memory, --max-cpus, --max-pids).
+	prefix string
+}
+
+// addCeilingFlags adds serve's --max-memory, --max-cpus and --max-pids.
+func (l *limitFlags) addCeilingFlags(cmd *cobra.Command) {
+	l.prefix = "max-"
+	f := cmd.Flags()
+	f.StringVar(&l.memory, "max-memory", "", "ceiling on the memory of all local processes together, a `SIZE` such as 8G: past it the OOM killer ends one of them")
+	f.StringVar(&l.cpus, "max-cpus", "", "ceiling on the CPU of all local processes together, `N` cores such as 3")
+	f.StringVar(&l.pids, "max-pids", "", "ceiling on the tasks of all local processes together, `N` such as 4096: a fork over it fails")
 }
 
 func (l *limitFlags) addFlags(cmd *cobra.Command) {
@@ -26,26 +38,26 @@ func (l *limitFlags) addFlags(cmd *cobra.Command) {
 // parse returns the limits given (nil when none) or a usage error naming
 // the flag; a backend that cannot enforce one refuses the start later.
 func (l *limitFlags) parse(op string, cmd *cobra.Command) (*env.Limits, error) {
-	changed := func(name string) bool { return cmd.Flags().Changed(name) }
+	changed := func(name string) bool { return cmd.Flags().Changed(l.prefix + name) }
 	var lim env.Limits
 	if changed(env.LimitMemory) {
 		n, err := env.ParseSize(l.memory)
 		if err != nil {
-			return nil, usageErrorf("%s: --memory %q: give a size in bytes or with a suffix, such as 512M or 2G", op, clipCommand(l.memory, 40))
+			return nil, usageErrorf("%s: --%smemory %q: give a size in bytes or with a suffix, such as 512M or 2G", op, l.prefix, clipCommand(l.memory, 40))
 		}
 		lim.Memory = n
 	}
 	if changed(env.LimitCPUs) {
 		f, err := env.ParseCPUs(l.cpus)
 		if err != nil || f <= 0 {
-			return nil, usageErrorf("%s: --cpus %q: give a number of cores above 0, such as 1.5", op, clipCommand(l.cpus, 40))
+			return nil, usageErrorf("%s: --%scpus %q: give a number of cores above 0, such as 1.5", op, l.prefix, clipCommand(l.cpus, 40))
 		}
 		lim.CPUs = f
 	}
 	if changed(env.LimitPids) {
 		n, err := strconv.ParseInt(strings.TrimSpace(l.pids), 10, 64)
 		if err != nil || n <= 0 {
-			return nil, usageErrorf("%s: --pids %q: give a whole number of tasks, such as 512", op, clipCommand(l.pids, 40))
+			return nil, usageErrorf("%s: --%spids %q: give a whole number of tasks, such as 512", op, l.prefix, clipCommand(l.pids, 40))
 		}
 		lim.Pids = n
 	}
@@ -55,7 +67,7 @@ func (l *limitFlags) parse(op string, cmd *cobra.Command) (*env.Limits, error) {
 		l    env.Limits
 	}{{env.LimitMemory, env.Limits{Memory: lim.Memory}}, {env.LimitCPUs, env.Limits{CPUs: lim.CPUs}}, {env.LimitPids, env.Limits{Pids: lim.Pids}}} {
 		if err := c.l.Validate(); err != nil {
-			return nil, usageErrorf("%s: --%s %s: %s", op, c.flag, clipCommand(cmd.Flags().Lookup(c.flag).Value.String(), 40), specReason(err))
+			return nil, usageErrorf("%s: --%s%s %s: %s", op, l.prefix, c.flag, clipCommand(cmd.Flags().Lookup(l.prefix+c.flag).Value.String(), 40), specReason(err))
 		}
 	}
 	if lim.IsZero() {

@@ -40,6 +40,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		idleClose      time.Duration
 		httpAddr       string
 		logMax         string
+		ceiling        limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -64,6 +65,19 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitUsage, msg: "serve: --log-max: " + err.Error()}
 			}
+			ceil, err := ceiling.parse("serve", cmd)
+			if err != nil {
+				return err
+			}
+			if ceil != nil {
+				// Refused here, before the daemon runs, rather than at the
+				// first local start; this also sets the ceiling's cgroups.
+				probe, err := local.New(local.Options{Ceiling: ceil, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					return &exitError{code: exitCorralError, msg: "serve: " + err.Error()}
+				}
+				_ = probe.Close()
+			}
 			paths, err := daemon.DefaultPaths()
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}
@@ -72,7 +86,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
 				Paths:        paths,
-				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir), logMax: maxLog, environ: local.AccountEnviron()}.open,
+				Open:         backendOptions{idleClose: idleClose, owner: daemonOwner(paths.StateDir), logMax: maxLog, environ: local.AccountEnviron(), ceiling: ceil}.open,
 				HTTPAddr:     httpAddr,
 				Logger:       slog.Default(),
 				Version:      version,
@@ -95,6 +109,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&idleClose, "idle-close", defaultIdleClose(), "close a backend's connection (SSH) after this long without use; the next use dials again (0: keep open; default from $CORRAL_IDLE_CLOSE, else 10m)")
 	f.StringVar(&logMax, "log-max", defaultLogMax(), "the most of each process's output kept on disk, as a head (a quarter) and a tail: 32MiB, 1GiB, none (default from $CORRAL_LOG_MAX, else 32MiB); the daemon's own buffer keeps less")
 	f.StringVar(&httpAddr, "http", "", "serve the web dashboard on this loopback address from the start (127.0.0.1:PORT); its URL, with the access token, is logged (see corral dashboard)")
+	ceiling.addCeilingFlags(cmd)
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd

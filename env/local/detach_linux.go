@@ -83,7 +83,7 @@ func (e *Env) startOnServer(ctx context.Context, id string, spec env.Spec) (*det
 	if err != nil {
 		return nil, err
 	}
-	cfg := shimConfig{Command: spec.Command, Dir: workDir, Env: e.commandEnv(spec), Stdin: spec.Stdin, PTY: spec.PTY, ID: id, SpecTag: spec.Tag, Limits: spec.Limits}
+	cfg := shimConfig{Command: spec.Command, Dir: workDir, Env: e.commandEnv(spec), Stdin: spec.Stdin, PTY: spec.PTY, ID: id, SpecTag: spec.Tag, Limits: spec.Limits, Ceiling: e.sys.ceiling}
 	if e.sys.cgroupBase != "" {
 		cfg.CgroupBase, cfg.CgroupRel = e.sys.cgroupBase, e.sys.cgroupRel
 	} else {

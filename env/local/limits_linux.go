@@ -2,15 +2,19 @@ package local
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,17 +71,124 @@ func hostLimits(v2base string) *limitSupport {
 
 // newLimitGroups writes the limits of process id (see limitSupport.create).
 func (s *system) newLimitGroups(id, v2dir string, l *env.Limits) (*limitGroups, error) {
-	if l == nil || l.IsZero() {
+	if (l == nil || l.IsZero()) && s.ceiling == "" {
 		return nil, nil
 	}
 	if s.limits == nil {
+		if l == nil || l.IsZero() {
+			return nil, nil
+		}
 		return nil, env.CheckLimits("local", env.Capabilities{}, *l)
 	}
-	return s.limits.create(id, v2dir, l)
+	return s.limits.create(id, v2dir, l, s.ceiling)
 }
 
 // removeLimits deletes the v1 cgroups of process id, if any.
-func (s *system) removeLimits(id string) { s.limits.removeFor(id) }
+func (s *system) removeLimits(id string) { s.limits.removeFor(id, s.ceiling) }
+
+// ceilingName names the ceiling cgroup of the supervisor whose state
+// directory is stateDir: one per state directory, so supervisors that
+// share a cgroup (tests, a daemon and a CLI) keep their own ceilings, and
+// a restarted daemon finds its own again.
+func ceilingName(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return "ceiling-" + hex.EncodeToString(sum[:8])
+}
+
+var ceilingPattern = regexp.MustCompile(`^ceiling-[0-9a-f]{16}$`)
+
+func validCeiling(name string) bool { return ceilingPattern.MatchString(name) }
+
+// setCeiling puts every process this supervisor starts from now on under
+// one cgroup per controller limited to l: in v1, a ceiling cgroup under
+// corral's base that holds the processes' own cgroups; in v2, corral's
+// sub-tree itself, which holds them already. Limits of an earlier ceiling
+// of the same name that l does not set are lifted.
+func (s *system) setCeiling(stateDir string, l env.Limits) error {
+	ls := s.limits
+	if ls == nil {
+		return env.CheckLimits("local", env.Capabilities{}, l)
+	}
+	if err := env.CheckLimits("local", env.Capabilities{Limits: ls.names, LimitsNote: ls.note}, l); err != nil {
+		return err
+	}
+	name := ceilingName(stateDir)
+	for _, lc := range limitControllers {
+		if ls.v2[lc.controller] && s.cgroupBase != "" {
+			for _, f := range limitFilesV2(lc.controller, &l) {
+				if err := os.WriteFile(filepath.Join(s.cgroupBase, f.name), []byte(f.value), 0); err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
+					return fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err))
+				}
+			}
+			continue
+		}
+		base := ls.v1[lc.controller]
+		if base == "" {
+			continue
+		}
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s: %w", dir, unwrapPath(err))
+		}
+		// Lifted first, so that a new limit is never refused for being
+		// above an old one (memory under memory+swap).
+		files := append(unlimitedFiles(lc.controller), limitFiles(lc.controller, &l)...)
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0); err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
+				return fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err))
+			}
+		}
+		sweepStaleCgroups(dir)
+		s.ceiling, s.ceilingLimits = name, l
+	}
+	return nil
+}
+
+// dropCeiling removes the ceiling's cgroups, and with them the empty
+// cgroups of processes that ended in them; populated ones stay. The
+// kernel lets a cgroup go a moment after its last member was reaped, so
+// it looks again for a bounded while.
+func (s *system) dropCeiling() {
+	if s.ceiling == "" || s.limits == nil {
+		return
+	}
+	deadline := time.Now().Add(ceilingDropWait)
+	for _, base := range s.limits.v1 {
+		dir := filepath.Join(base, s.ceiling)
+		for {
+			if subs, err := os.ReadDir(dir); err == nil {
+				for _, sub := range subs {
+					if sub.IsDir() && validID(sub.Name()) {
+						_ = os.Remove(filepath.Join(dir, sub.Name()))
+					}
+				}
+			}
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// ceilingDropWait bounds dropCeiling's wait for cgroups the kernel did not
+// let go yet (processes that outlive their supervisor keep theirs).
+const ceilingDropWait = 2 * time.Second
+
+// unlimitedFiles lift a v1 controller's limit (an earlier ceiling's),
+// memory+swap first: it may never be below memory alone.
+func unlimitedFiles(controller string) []limitFile {
+	switch controller {
+	case "memory":
+		return []limitFile{{"memory.memsw.limit_in_bytes", "-1", true}, {"memory.limit_in_bytes", "-1", false}}
+	case "cpu":
+		return []limitFile{{"cpu.cfs_quota_us", "-1", false}}
+	case "pids":
+		return []limitFile{{"pids.max", "max", false}}
+	}
+	return nil
+}
 
 func findLimits(v2base string) *limitSupport {
 	ls := &limitSupport{v2: map[string]bool{}, v1: map[string]string{}}
@@ -191,9 +302,16 @@ type limitGroups struct {
 // create writes l for process id: into v2dir (the process's own v2
 // cgroup, made already; "" without one) for the controllers v2 has, into
 // new v1 cgroups for the others. On error nothing is left behind.
-func (ls *limitSupport) create(id, v2dir string, l *env.Limits) (*limitGroups, error) {
+//
+// Under a ceiling (the name of the supervisor's ceiling cgroup), every
+// process gets a v1 cgroup per controller, limited or not, inside the
+// ceiling's.
+func (ls *limitSupport) create(id, v2dir string, l *env.Limits, ceiling string) (*limitGroups, error) {
 	g := &limitGroups{}
-	if l == nil || l.IsZero() {
+	if l == nil {
+		l = &env.Limits{}
+	}
+	if l.IsZero() && ceiling == "" {
 		return g, nil
 	}
 	if err := env.CheckLimits("local", env.Capabilities{Limits: ls.names, LimitsNote: ls.note}, *l); err != nil {
@@ -208,11 +326,11 @@ func (ls *limitSupport) create(id, v2dir string, l *env.Limits) (*limitGroups, e
 	}
 	for _, lc := range limitControllers {
 		files := limitFiles(lc.controller, l)
-		if len(files) == 0 {
+		v2 := ls.v2[lc.controller] && v2dir != ""
+		if len(files) == 0 && (ceiling == "" || v2 || ls.v1[lc.controller] == "") {
 			continue
 		}
 		var dir string
-		v2 := ls.v2[lc.controller] && v2dir != ""
 		if v2 {
 			dir = v2dir
 			files = limitFilesV2(lc.controller, l)
@@ -220,6 +338,9 @@ func (ls *limitSupport) create(id, v2dir string, l *env.Limits) (*limitGroups, e
 			base := ls.v1[lc.controller]
 			if base == "" {
 				return fail(fmt.Errorf("no %s controller for --%s", lc.controller, lc.limit))
+			}
+			if ceiling != "" {
+				base = filepath.Join(base, ceiling)
 			}
 			dir = filepath.Join(base, id)
 			if err := os.Mkdir(dir, 0o755); err != nil {
@@ -347,12 +468,15 @@ func (g *limitGroups) remove() {
 
 // removeFor deletes the v1 cgroups of process id, wherever they were made
 // (by this supervisor or its shim server).
-func (ls *limitSupport) removeFor(id string) {
+func (ls *limitSupport) removeFor(id, ceiling string) {
 	if ls == nil || !validID(id) {
 		return
 	}
 	for _, base := range ls.v1 {
 		_ = os.Remove(filepath.Join(base, id))
+		if ceiling != "" {
+			_ = os.Remove(filepath.Join(base, ceiling, id))
+		}
 	}
 }
 

@@ -1,9 +1,12 @@
 package local
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,4 +97,85 @@ func TestLimitsDetachedOOM(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, st.OOMKilled, "status %v", st)
 	assert.NotContains(t, readAll(t, p, 0), "survived")
+}
+
+// TestCeilingHoldsForTenProcesses: ten processes without limits of their
+// own, each holding 40 MB, under a 100M ceiling: they cannot add up past
+// it (the OOM killer ends some, reported so), and the ceiling's cgroup
+// never used more than 100M. Ten processes forking under a ceiling of 60
+// tasks fail to fork before they all get there.
+func TestCeilingHoldsForTenProcesses(t *testing.T) {
+	probe := newTestEnv(t, false)
+	requireLimits(t, probe)
+	dir := t.TempDir()
+	e, err := New(Options{StateDir: dir, Ceiling: &env.Limits{Memory: 100 << 20, Pids: 60}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	name := ceilingName(dir)
+	memCeiling := filepath.Join(e.sys.limits.v1["memory"], name)
+	t.Cleanup(func() {
+		// The processes' own cgroups go a moment after their trees.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, base := range e.sys.limits.v1 {
+			ceiling := filepath.Join(base, name)
+			for fileExists(ceiling) && time.Now().Before(deadline) {
+				if subs, err := os.ReadDir(ceiling); err == nil {
+					for _, sub := range subs {
+						if sub.IsDir() {
+							_ = os.Remove(filepath.Join(ceiling, sub.Name()))
+						}
+					}
+				}
+				if os.Remove(ceiling) != nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			assert.NoFileExists(t, ceiling, "the test's ceiling cgroup")
+		}
+	})
+	var procs []env.Process
+	for i := range 10 {
+		procs = append(procs, start(t, e, env.Spec{Command: `v=$(head -c 40000000 /dev/zero | tr '\0' a); echo "held ${#v}"; sleep 2`, Detach: i%2 == 1}))
+	}
+	oom := 0
+	for _, p := range procs {
+		st, err := p.Wait(testCtx(t))
+		require.NoError(t, err)
+		if st.OOMKilled {
+			oom++
+		}
+	}
+	assert.GreaterOrEqual(t, oom, 7, "at most 2 processes of 40 MB fit under a 100M ceiling")
+	if data, err := os.ReadFile(filepath.Join(memCeiling, "memory.max_usage_in_bytes")); err == nil {
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		assert.LessOrEqual(t, n, int64(100<<20), "the ceiling cgroup's peak")
+	}
+
+	procs = procs[:0]
+	failed := 0
+	for range 10 {
+		m := marker()
+		p, err := e.Start(testCtx(t), env.Spec{Command: `i=0; while [ $i -lt 10 ]; do sleep ` + m + ` & i=$((i+1)); done; echo "forked $i"; wait`})
+		if err != nil {
+			// The ceiling is reached before this start: refused.
+			assert.ErrorIs(t, err, syscall.EAGAIN)
+			failed++
+			continue
+		}
+		t.Cleanup(func() {
+			_ = p.Signal(context.Background(), env.SIGKILL)
+			_, _ = p.Wait(testCtx(t))
+			_ = p.Release()
+		})
+		procs = append(procs, p)
+	}
+	// Those that forked all they wanted wait on their sleeps for ever.
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	for _, p := range procs {
+		if st, err := p.Wait(ctx); err == nil && st.Code != 0 {
+			failed++
+		}
+	}
+	assert.Positive(t, failed, "100 sleeps and 10 shells forked under a ceiling of 60 tasks")
 }

@@ -21,3 +21,9 @@ func (s *system) removeLimits(string) {}
 func (g *limitGroups) fork(start func() error) error        { return start() }
 func (g *limitGroups) oomCounter(def oomCounter) oomCounter { return def }
 func (g *limitGroups) remove()                              {}
+
+func (s *system) setCeiling(string, env.Limits) error {
+	return &env.LimitError{Backend: "local", Limits: []string{"max-memory"}, Reason: "a ceiling is enforced on Linux only (cgroups)"}
+}
+
+func (s *system) dropCeiling() {}

@@ -51,6 +51,12 @@ type Options struct {
 	// 0 means env.DefaultLogMax, a negative value no bound.
 	LogMax int64
 
+	// Ceiling, when set, holds every process this Env starts under one
+	// parent cgroup with these limits, so many processes, each under its
+	// own limits or none, cannot add up past it (corral serve --max-memory,
+	// --max-cpus, --max-pids). New fails when the host cannot enforce it.
+	Ceiling *env.Limits
+
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -107,6 +113,14 @@ func New(opts Options) (*Env, error) {
 	sys, err := newSystem(opts.DisableCgroup, log)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
+	}
+	if opts.Ceiling != nil && !opts.Ceiling.IsZero() {
+		if err := opts.Ceiling.Validate(); err != nil {
+			return nil, fmt.Errorf("local: ceiling: %w", err)
+		}
+		if err := sys.setCeiling(stateDir, *opts.Ceiling); err != nil {
+			return nil, fmt.Errorf("local: ceiling (%s): %w", opts.Ceiling, err)
+		}
 	}
 	head, tail := env.LogKeep(opts.LogMax)
 	return &Env{
@@ -298,6 +312,9 @@ func (e *Env) Close() error {
 	// Let go of the shim server: it leaves once it runs nothing more.
 	e.shim.close()
 	e.hub.close()
+	// The ceiling's cgroups go with their supervisor, unless processes
+	// (detached ones) still run in them.
+	e.sys.dropCeiling()
 	return errors.Join(errs...)
 }
 

@@ -53,11 +53,16 @@ func (s *shimServer) startProc(cfg *shimConfig) (*shimState, error) {
 	if err := p.placeTree(cfg, l); err != nil {
 		return nil, p.abortStart(err)
 	}
-	if cfg.Limits != nil {
-		if err := cfg.Limits.Validate(); err != nil {
-			return nil, p.abortStart(fmt.Errorf("start: %w", err))
+	if cfg.Limits != nil || cfg.Ceiling != "" {
+		if cfg.Limits != nil {
+			if err := cfg.Limits.Validate(); err != nil {
+				return nil, p.abortStart(fmt.Errorf("start: %w", err))
+			}
 		}
-		sys := &system{limits: hostLimits(cfg.CgroupBase)}
+		if cfg.Ceiling != "" && !validCeiling(cfg.Ceiling) {
+			return nil, p.abortStart(errors.New("start: malformed ceiling"))
+		}
+		sys := &system{limits: hostLimits(cfg.CgroupBase), ceiling: cfg.Ceiling}
 		if p.limits, err = sys.newLimitGroups(cfg.ID, p.cgroup, cfg.Limits); err != nil {
 			return nil, p.abortStart(err)
 		}

@@ -44,6 +44,9 @@ type shimConfig struct {
 	SpecTag    string `json:"spec_tag,omitempty"`
 	// Limits are the command's env.Limits, enforced by the server's fork.
 	Limits *env.Limits `json:"limits,omitempty"`
+	// Ceiling names the supervisor's ceiling cgroup (ceilingName), which
+	// holds the command's limit cgroups; "" for none.
+	Ceiling string `json:"ceiling,omitempty"`
 }
 
 // shimState is what the server records once the command runs.

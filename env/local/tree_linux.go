@@ -33,6 +33,12 @@ type system struct {
 	cgroupRel string
 	// limits is what the host lets corral enforce of env.Limits.
 	limits *limitSupport
+	// ceiling names the v1 cgroup (ceilingName) under corral's per
+	// controller base that holds every process's limit cgroups; "" for
+	// none (see Options.Ceiling).
+	ceiling string
+	// ceilingLimits are the ceiling's limits, for Capabilities' notes.
+	ceilingLimits env.Limits
 }
 
 func newSystem(disableCgroup bool, log *slog.Logger) (*system, error) {
@@ -195,6 +201,9 @@ func (s *system) capabilities() env.Capabilities {
 	}
 	if s.limits != nil {
 		c.Limits, c.LimitsNote = s.limits.names, s.limits.note
+	}
+	if s.ceiling != "" {
+		c.Notes = append(c.Notes, "every process runs under one ceiling of "+s.ceilingLimits.String()+" (cgroup "+s.ceiling+")")
 	}
 	if s.cgroupBase != "" {
 		c.TreeKill = "cgroup"
