@@ -175,11 +175,12 @@ func drawTop(w io.Writer, list []registry.Info, by string, interval time.Duratio
 	if withKeys {
 		keys = " (c: by cpu, m: by mem, q: quit)"
 	}
-	fmt.Fprintf(&b, "%s  %d running, by %s, every %s%s\n", time.Now().Format("15:04:05"), len(list), by, interval, keys)
 	width, height := 0, 0
 	if ws, ok := terminalSize(w); ok && onTerminal {
 		width, height = int(ws.Cols), int(ws.Rows)
 	}
+	b.WriteString(clipLine(fmt.Sprintf("%s  %d running, by %s, every %s%s", time.Now().Format("15:04:05"), len(list), by, interval, keys), width))
+	b.WriteByte('\n')
 	var table bytes.Buffer
 	writeTop(&table, list, width)
 	lines := strings.SplitAfter(table.String(), "\n")
@@ -301,10 +302,14 @@ func writeTop(w io.Writer, list []registry.Info, width int) {
 		if line == "" {
 			continue
 		}
-		line = strings.TrimSuffix(line, "\n")
-		if r := []rune(line); len(r) > width {
-			line = string(r[:width-1]) + "…"
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, clipLine(strings.TrimSuffix(line, "\n"), width))
 	}
+}
+
+// clipLine cuts s to width runes, the cut marked; width <= 0 keeps it.
+func clipLine(s string, width int) string {
+	if r := []rune(s); width > 0 && len(r) > width {
+		return string(r[:width-1]) + "…"
+	}
+	return s
 }
