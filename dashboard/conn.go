@@ -36,6 +36,8 @@ type clientMsg struct {
 	// Line: send_stdin, the line to send (a newline, or Enter on a
 	// terminal, is added).
 	Line string `json:"line"`
+	// SessionIDs: stats_history, the processes whose samples to send.
+	SessionIDs []string `json:"sessionIds"`
 }
 
 // Server-to-browser messages about one process.
@@ -183,9 +185,17 @@ func (c *conn) handle(m clientMsg) {
 		c.unsubscribe()
 		return
 	}
+	if m.Type == "stats_history" {
+		if msg := checkStatsHistory(m.SessionIDs); msg != "" {
+			c.send(errorMsg{Type: "error", Message: msg})
+			return
+		}
+		c.wg.Go(func() { c.statsHistory(c.ctx, m.SessionIDs) })
+		return
+	}
 	_, isAction := actions[m.Type]
 	if !isAction && m.Type != "subscribe_output" {
-		c.send(errorMsg{Type: "error", SessionID: m.SessionID, Message: fmt.Sprintf("unknown message type %q: want subscribe_output, unsubscribe_output, kill, force_kill, send_stdin or remove", m.Type)})
+		c.send(errorMsg{Type: "error", SessionID: m.SessionID, Message: fmt.Sprintf("unknown message type %q: want subscribe_output, unsubscribe_output, stats_history, kill, force_kill, send_stdin or remove", m.Type)})
 		return
 	}
 	if m.SessionID == "" {

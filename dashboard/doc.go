@@ -25,7 +25,9 @@
 // while browsers watch, the hub also looks every second for the texts that
 // count with the clock (AGE, LEFT) and every two for the ports the trees
 // listen on, a look that never holds a change back. The browser
-// sends "subscribe_output" for the process it shows, and actions
+// sends "subscribe_output" for the process it shows, "stats_history" for
+// the samples behind the CPU and MEM sparklines of the running rows on
+// screen (every few seconds at most; see stats.go), and actions
 // ("kill", "force_kill", "send_stdin", "remove"), each answered by one
 // "<action>_result". A message that is not JSON, has an unknown type or
 // lacks its sessionId is answered with "error" and the connection stays

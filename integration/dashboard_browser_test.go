@@ -38,7 +38,8 @@ func requireChromium(t *testing.T) string {
 // empty page says how to start a process; a process started from the CLI
 // appears with the columns and texts of corral ps; its live output shows,
 // and a force kill of a TERM-ignoring tree with a setsid escapee ends all
-// of it, with the row turning killed in a second tab.
+// of it, with the row turning killed in a second tab. A running process
+// that was measured has sparklines of its CPU and memory.
 func TestDashboardInBrowser(t *testing.T) {
 	chromium := requireChromium(t)
 	h := newDaemonHome(t, buildCorral(t))
@@ -122,6 +123,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	_, psCommand, _ := strings.Cut(psRow, "  "+python)
 	assert.True(t, strings.HasPrefix(wantCommand, python+strings.TrimSuffix(psCommand, "…")),
 		"ps shows the same command, clipped to its width: %q", psRow)
+
+	// The running dev server, once measured, has a sparkline of CPU and
+	// one of memory beside those figures; the finished one has none.
+	for _, key := range []string{"cpu", "mem"} {
+		poll(ctx, `(() => { const l = document.querySelector('tr[data-id="`+web+`"] td.`+key+` svg.spark polyline');`+
+			` return !!l && l.getAttribute("points").split(" ").length >= 2; })()`)
+	}
+	finished, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr.final svg.spark").length`))
+	require.NoError(t, err)
+	assert.Zero(t, finished, "no sparkline for a process whose tree has ended")
 
 	// Processes but none chosen: the right pane says what choosing does.
 	poll(ctx, `!document.getElementById("hint-choose").hidden`+

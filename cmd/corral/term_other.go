@@ -18,3 +18,6 @@ func makeRaw(r io.Reader) (restore func(), ok bool) { return nil, false }
 
 // notifyResize: this system does not announce size changes.
 func notifyResize(c chan<- os.Signal) {}
+
+// makeCbreak is not implemented here: corral top reads no keys.
+func makeCbreak(r io.Reader) (restore func(), ok bool) { return nil, false }

@@ -58,3 +58,27 @@ func makeRaw(r io.Reader) (restore func(), ok bool) {
 
 // notifyResize relays SIGWINCH, the terminal's "my size changed", to c.
 func notifyResize(c chan<- os.Signal) { signal.Notify(c, syscall.SIGWINCH) }
+
+// makeCbreak turns off line buffering and echo on the terminal r (when it
+// is one) so that single keys reach corral top at once, while Ctrl-C stays
+// a signal and output keeps its newline translation; it returns the
+// function that restores the terminal. ok is false when r is not a terminal.
+func makeCbreak(r io.Reader) (restore func(), ok bool) {
+	f, isFile := r.(*os.File)
+	if !isFile {
+		return nil, false
+	}
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, ioctlGetTermios)
+	if err != nil {
+		return nil, false
+	}
+	cb := *old
+	cb.Lflag &^= unix.ECHO | unix.ICANON
+	cb.Cc[unix.VMIN] = 1
+	cb.Cc[unix.VTIME] = 0
+	if err := unix.IoctlSetTermios(fd, ioctlSetTermios, &cb); err != nil {
+		return nil, false
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, ioctlSetTermios, old) }, true
+}

@@ -13,11 +13,12 @@ let nextOffset = 0;         // output offset received so far
 let ws = null;
 let retry = 500;
 let dirty = false;
+const histories = new Map(); // id -> recent samples [{at, cpu_percent, rss_bytes}], for the sparklines
 
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   ws = new WebSocket(`${proto}//${location.host}/ws`);
-  ws.onopen = () => { retry = 500; setConn(true); if (selected) subscribe(selected, 0); };
+  ws.onopen = () => { retry = 500; lastStatsAsk = 0; setConn(true); if (selected) subscribe(selected, 0); };
   ws.onclose = () => {
     setConn(false);
     setTimeout(connect, retry);
@@ -48,6 +49,7 @@ const handlers = {
     for (const s of m.sessions) sessions.set(s.id, s);
     renderList();
     if (selected) renderDetail();
+    askStats();
   },
   session_updated(m) {
     sessions.set(m.session.id, m.session);
@@ -56,6 +58,7 @@ const handlers = {
   },
   session_removed(m) {
     sessions.delete(m.sessionId);
+    histories.delete(m.sessionId);
     scheduleList();
     if (m.sessionId === selected) { select(null); }
   },
@@ -76,6 +79,14 @@ const handlers = {
     if (m.sessionId !== selected) return;
     sessions.set(m.session.id, m.session);
     renderDetail();
+  },
+  stats_history(m) {
+    for (const [id, h] of Object.entries(m.histories || {})) {
+      histories.set(id, h);
+      const tr = document.querySelector(`#rows tr[data-id="${CSS.escape(id)}"]`);
+      const s = sessions.get(id);
+      if (tr && s) drawSparks(tr, s);
+    }
   },
   kill_result: showResult,
   force_kill_result: showResult,
@@ -163,6 +174,7 @@ function renderList() {
       if (c.key === "state") td.className += " state-" + s.state + (s.backend_condition ? " sick" : "");
       if (c.key === "command") td.title = td.textContent;
     });
+    drawSparks(tr, s);
     const labels = cell(tr, "", "labels");
     for (const [k, v] of Object.entries(s.labels || {})) {
       const span = document.createElement("span");
@@ -226,6 +238,70 @@ function renderDetail() {
   $("stdin").hidden = !(s.stdin && !final);
 }
 
+// Sparklines: CPU and MEM over the recent past, beside the figures, for
+// the running processes on screen. Their samples are asked for at most
+// every statsEvery ms, only for rows that are visible and measured, and
+// not while the page is hidden.
+const statsEvery = 3000;
+let lastStatsAsk = 0;
+
+function askStats() {
+  if (document.hidden || Date.now() - lastStatsAsk < statsEvery - 1000) return;
+  const box = $("list").getBoundingClientRect();
+  const ids = [];
+  for (const tr of $("rows").children) {
+    const s = sessions.get(tr.dataset.id);
+    if (!s || !s.tree_running || !s.stats) continue;
+    const r = tr.getBoundingClientRect();
+    if (r.bottom < box.top || r.top > box.bottom) continue;
+    ids.push(s.id);
+    if (ids.length === 100) break; // the server's bound; more never fit on a screen
+  }
+  if (ids.length === 0) return;
+  lastStatsAsk = Date.now();
+  send({ type: "stats_history", sessionIds: ids });
+}
+
+// drawSparks puts (or replaces) the sparklines in tr's cpu and mem cells;
+// a process whose tree no longer runs, or without samples, gets none.
+function drawSparks(tr, s) {
+  const h = histories.get(s.id);
+  for (const [key, field, floor] of [["cpu", "cpu_percent", 100], ["mem", "rss_bytes", 0]]) {
+    const td = tr.querySelector("td." + key);
+    if (!td) continue;
+    const old = td.querySelector("svg.spark");
+    if (old) old.remove();
+    if (!s.tree_running || !h || h.length === 0) continue;
+    td.appendChild(sparkline(h, field, floor, key));
+    const mins = Math.max(1, Math.round((Date.parse(h[h.length - 1].at) - Date.parse(h[0].at)) / 60000));
+    td.title = `${key === "cpu" ? "CPU" : "memory"} over the last ${mins} min`;
+  }
+}
+
+// sparkline draws samples' field against time, from 0 to the larger of
+// floor and its peak (CPU: at least one core, so an idle process stays low).
+function sparkline(samples, field, floor, key) {
+  const W = 48, H = 14, NS = "http://www.w3.org/2000/svg";
+  const t0 = Date.parse(samples[0].at), t1 = Date.parse(samples[samples.length - 1].at);
+  const top = Math.max(floor, ...samples.map(p => p[field] || 0)) || 1;
+  const pts = samples.map(p => {
+    const x = t1 > t0 ? (Date.parse(p.at) - t0) / (t1 - t0) * W : W;
+    const y = H - 1 - (p[field] || 0) / top * (H - 2);
+    return `${x.toFixed(1)},${y.toFixed(1)}`;
+  });
+  if (pts.length === 1) pts.unshift(`0,${pts[0].split(",")[1]}`);
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", `spark spark-${key}`);
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("aria-hidden", "true");
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", pts.join(" "));
+  svg.appendChild(line);
+  return svg;
+}
+
 function scheduleOutput() {
   if (dirty) return;
   dirty = true;
@@ -256,5 +332,7 @@ window.addEventListener("DOMContentLoaded", () => {
   };
   for (const id of ["f-state", "f-backend", "f-label"]) $(id).oninput = renderList;
   $("filters").onsubmit = ev => ev.preventDefault();
+  setInterval(askStats, statsEvery);
+  $("list").addEventListener("scroll", () => setTimeout(askStats, 200), { passive: true });
   connect();
 });
