@@ -56,7 +56,7 @@ func Open(ctx context.Context, target string, opts Options) (nohup.Transport, no
 	eo := nohup.Options{
 		Name: target,
 		LimitsNote: "per-process limits inside a pod need a writable cgroup, which corral does not use yet; " +
-			"limit the pod itself: k8s-pod://IMAGE?memory=2Gi&cpu=1500m",
+			"limit the pod itself: k8s-pod://IMAGE?memory=2Gi&cpus=1.5",
 		BaseDir:      stateDir,
 		ChunkSize:    outputChunk,
 		Residents:    residents,

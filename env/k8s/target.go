@@ -91,7 +91,7 @@ func parsePod(target string) (Target, error) {
 	return t, nil
 }
 
-var sandboxOptions = []string{"namespace", "cpu", "memory", "service-account", "node-selector", "pull", "start-timeout", "persist", "context"}
+var sandboxOptions = []string{"namespace", "cpu", "cpus", "pids", "memory", "service-account", "node-selector", "pull", "start-timeout", "persist", "context"}
 
 func parseSandbox(target string) (Target, error) {
 	image, query, _ := strings.Cut(strings.TrimPrefix(target, SchemeSandbox), "?")
@@ -108,11 +108,18 @@ func parseSandbox(target string) (Target, error) {
 				return fmt.Errorf("namespace %q: %s", short(v), errs[0])
 			}
 			t.Namespace = v
-		case "cpu", "memory":
+		case "pids":
+			return fmt.Errorf("pids: a pod takes no pids limit of its own (the kubelet's podPidsLimit sets one for every pod); leave it out")
+		case "cpu", "cpus", "memory":
+			// cpus is corral's word (--cpus, docker-image://?cpus=): a
+			// number of cores, which a Kubernetes quantity reads as such.
 			if _, err := resource.ParseQuantity(v); err != nil {
-				return fmt.Errorf("%s %q is not a Kubernetes quantity (e.g. cpu=500m, memory=1Gi)", k, short(v))
+				return fmt.Errorf("%s %q is not a Kubernetes quantity (e.g. cpus=1.5, cpu=500m, memory=1Gi)", k, short(v))
 			}
-			if k == "cpu" {
+			if k != "memory" {
+				if t.CPU != "" {
+					return fmt.Errorf("cpu and cpus say the same: give one")
+				}
 				t.CPU = v
 			} else {
 				t.Memory = v

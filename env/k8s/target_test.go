@@ -54,3 +54,28 @@ func TestPodName(t *testing.T) {
 	assert.NotEqual(t, podName("me", a), podName("you", a))
 	assert.Regexp(t, `^corral-[0-9a-f]{10}-[0-9a-f]{8}$`, podName("me", a))
 }
+
+// TestSandboxLimitOptions: cpus (corral's word, cores) sets what cpu sets;
+// both at once, and a pids limit no pod can take, are refused saying why.
+func TestSandboxLimitOptions(t *testing.T) {
+	a, err := ParseTarget("k8s-pod://busybox?cpus=1.5&memory=2Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseTarget("k8s-pod://busybox?cpu=1.5&memory=2Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.CPU != "1.5" || a.CPU != b.CPU || a.Memory != "2Gi" {
+		t.Errorf("cpus=1.5 gives CPU %q (cpu=1.5 gives %q), memory %q", a.CPU, b.CPU, a.Memory)
+	}
+	for target, want := range map[string]string{
+		"k8s-pod://busybox?cpu=1&cpus=1": "give one",
+		"k8s-pod://busybox?pids=512":     "podPidsLimit",
+		"k8s-pod://busybox?cpus=lots":    "not a Kubernetes quantity",
+	} {
+		if _, err := ParseTarget(target); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseTarget(%q) = %v, want an error saying %q", target, err, want)
+		}
+	}
+}
