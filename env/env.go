@@ -156,6 +156,12 @@ type Capabilities struct {
 	// what to do instead, in one sentence a refusal can carry.
 	Limits     []string `json:"limits,omitempty"`
 	LimitsNote string   `json:"limits_note,omitempty"`
+	// SandboxLimits are the limits the sandbox as a whole runs under (a
+	// docker-image:// sandbox's memory, cpus and pids), shared by all its
+	// processes; nil where there are none or they are not known. An OOM
+	// kill of a process without a memory limit of its own names the
+	// sandbox's.
+	SandboxLimits *Limits `json:"sandbox_limits,omitempty"`
 	// Notes lists limits in plain words, for `corral doctor` and logs.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -258,7 +258,11 @@ func (p *proc) end(st env.ExitStatus, lost error) (Info, bool) {
 		// cgroup meanwhile is not called this process's.
 		st.OOMKilled = false
 	case st.OOMKilled:
-		reason = outOfMemoryReason(p.opts.Limits)
+		var sandbox *env.Limits
+		if p.env != nil {
+			sandbox = p.env.Capabilities().SandboxLimits
+		}
+		reason = outOfMemoryReason(p.opts.Limits, sandbox)
 	}
 	if !p.moveLocked(to) {
 		p.mu.Unlock()

@@ -113,3 +113,37 @@ func TestOOMKilledBypassesGlobalRateLimit(t *testing.T) {
 	}
 	assert.Equal(t, EventOOMKilled, last.Type)
 }
+
+// TestOOMReasonNamesTheLimit: an OOM kill names the memory limit the
+// process ran under: its own, else its sandbox's; the oom_killed event
+// says it too.
+func TestOOMReasonNamesTheLimit(t *testing.T) {
+	fe := &envtest.Fake{Caps: env.Capabilities{Limits: []string{env.LimitMemory}, SandboxLimits: &env.Limits{Memory: 512 << 20}}}
+	r, err := New(Config{
+		Open:   func(context.Context, string) (env.Environment, error) { return fe, nil },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.Close()) })
+	sub := r.Subscribe()
+	defer sub.Close()
+	ctx := t.Context()
+	for _, tc := range []struct {
+		limits *env.Limits
+		want   string
+	}{
+		{&env.Limits{Memory: 100 << 20}, "out of memory (limit 100M)"},
+		{nil, "out of memory (sandbox limit 512M)"},
+	} {
+		in, err := r.Start(ctx, StartOptions{Command: "./hog", Limits: tc.limits})
+		require.NoError(t, err)
+		fe.Last().Exit(oomStatus)
+		ev := nextOf(t, sub, EventOOMKilled, in.ID)
+		assert.Contains(t, ev.Summary, "ran "+tc.want+":")
+		done, err := r.Wait(ctx, in.ID, 0)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, done.Reason)
+		assert.True(t, IsOutOfMemory(done.Reason))
+	}
+	assert.False(t, IsOutOfMemory("out of memoryx"))
+}

@@ -542,10 +542,14 @@ type KillAllOptions struct {
 const ReasonOutOfMemory = env.OutOfMemory
 
 // outOfMemoryReason is ReasonOutOfMemory, with the memory limit the
-// process ran under when it had one: "out of memory (limit 2G)".
-func outOfMemoryReason(l *env.Limits) string {
-	if l != nil && l.Memory != 0 {
+// process ran under when it had one: "out of memory (limit 2G)"; without
+// one of its own, its sandbox's: "out of memory (sandbox limit 512M)".
+func outOfMemoryReason(l, sandbox *env.Limits) string {
+	switch {
+	case l != nil && l.Memory != 0:
 		return ReasonOutOfMemory + " (limit " + env.FormatSize(l.Memory) + ")"
+	case sandbox != nil && sandbox.Memory != 0:
+		return ReasonOutOfMemory + " (sandbox limit " + env.FormatSize(sandbox.Memory) + ")"
 	}
 	return ReasonOutOfMemory
 }

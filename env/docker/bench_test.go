@@ -117,7 +117,7 @@ func BenchmarkLogRead(b *testing.B) {
 	name := startPlainContainer(b, cli)
 	const logSize = 100 << 20
 	tr := &countingTransport{Transport: NewTransport(cli, name, "")}
-	e, err := newEnv(tr, name, "", Options{Residents: benchResidents()}, discardLogger(), nil)
+	e, err := newEnv(tr, name, "", Options{Residents: benchResidents()}, discardLogger(), nil, nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { e.Close() })
 	ctx := context.Background()

@@ -113,7 +113,7 @@ func openContainer(ctx context.Context, cli *client.Client, t Target, opts Optio
 		return nil, fmt.Errorf("docker: container %s is %s, not running%s; start it with `docker start %s`: %w", name, st.Status, oomWords(st), name, env.ErrSandboxGone)
 	}
 	log.Debug("docker: opened container", "container", name, "id", shortID(c.ID))
-	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts, log, func() error {
+	return newEnv(transportFor(cli, c.ID, name), name, opts.BaseDir, opts, log, nil, func() error {
 		cli.Close()
 		return nil
 	})
@@ -142,7 +142,7 @@ func openSandbox(ctx context.Context, cli *client.Client, t Target, owner string
 		defer cancel()
 		return sb.remove(ctx)
 	}
-	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts, log, onClose)
+	e, err := newEnv(transportFor(cli, sb.id, sb.name), sb.name, baseDir, opts, log, t.sandboxLimits(), onClose)
 	if err != nil && !keep {
 		rctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
@@ -157,9 +157,10 @@ const maxFollows = 64
 
 // newEnv builds the Environment on tr; onClose runs once, after the
 // engine has killed the non-detached processes.
-func newEnv(tr nohup.Transport, name, baseDir string, opts Options, log *slog.Logger, onClose func() error) (env.Environment, error) {
+func newEnv(tr nohup.Transport, name, baseDir string, opts Options, log *slog.Logger, sandbox *env.Limits, onClose func() error) (env.Environment, error) {
 	e, err := nohup.New(tr, nohup.Options{
-		Name: SchemeContainer + name,
+		SandboxLimits: sandbox,
+		Name:          SchemeContainer + name,
 		LimitsNote: "per-process limits inside a container need a writable cgroup, which corral does not use yet; " +
 			"limit the container itself: docker-image://IMAGE?memory=2G&cpus=1.5&pids=512",
 		BaseDir:   baseDir,

@@ -242,6 +242,20 @@ func createSandbox(ctx context.Context, cli *client.Client, t Target, name, owne
 	return "", fmt.Errorf("docker: create sandbox %s from %s: %w", name, t.Image, err)
 }
 
+// sandboxLimits are the limits a sandbox of t runs under: its memory and
+// pids, defaults included, and its CPUs when the target sets them (the
+// default depends on the engine's CPU count).
+func (t Target) sandboxLimits() *env.Limits {
+	l := &env.Limits{Memory: t.Sandbox.Memory, CPUs: t.Sandbox.CPUs, Pids: t.Sandbox.Pids}
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultPidsLimit
+	}
+	return l
+}
+
 // sandboxConfig is the hardened container configuration of a sandbox (see
 // the package doc for each choice).
 func sandboxConfig(t Target, name, owner string, cpus float64) (*container.Config, *container.HostConfig) {

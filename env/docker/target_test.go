@@ -9,6 +9,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/corralhq/corral/env"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -129,4 +131,23 @@ func TestSandboxConfigHardening(t *testing.T) {
 	cfg, host = sandboxConfig(tg, "corral-x", "0@h", 0.5)
 	assert.Truef(t, host.NetworkMode == container.NetworkMode("none") && host.ReadonlyRootfs && cfg.User == "1000" && host.Memory == 1<<30 && host.NanoCPUs == 5e8 && *host.PidsLimit == 64 && cfg.Labels[LabelPersist] == "true", "options not applied: config %+v host %+v", cfg, host)
 	assert.Truef(t, len(host.Mounts) == 1 && host.Mounts[0].Source == "/src" && host.Mounts[0].Target == "/workspace" && cfg.WorkingDir == "/workspace", "workspace mount = %+v, workdir %q", host.Mounts, cfg.WorkingDir)
+}
+
+// TestSandboxLimits: a docker-image:// sandbox states the limits it runs
+// under, defaults included, so an OOM kill in it names its memory limit.
+func TestSandboxLimits(t *testing.T) {
+	tg, err := ParseTarget("docker-image://busybox?memory=256m&cpus=1.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *tg.sandboxLimits(); got != (env.Limits{Memory: 256 << 20, CPUs: 1.5, Pids: DefaultPidsLimit}) {
+		t.Errorf("sandboxLimits = %+v", got)
+	}
+	tg, err = ParseTarget("docker-image://busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tg.sandboxLimits(); got.Memory != DefaultMemory || got.CPUs != 0 {
+		t.Errorf("default sandboxLimits = %+v, want memory %d and no CPUs (the engine's count decides)", *got, DefaultMemory)
+	}
 }

@@ -116,16 +116,17 @@ func (e *Env) Capabilities() env.Capabilities {
 		ptyNote = "no PTY: the sandbox has neither util-linux script nor python3; commands run with pipes only"
 	}
 	return env.Capabilities{
-		PTY:          pty,
-		Resize:       pty,
-		ReattachPTY:  pty,
-		Stdin:        true,
-		Reattach:     true,
-		ReplayOutput: true,
-		TreeKill:     "pgroup+scan",
-		Ports:        true,
-		CheckURL:     !e.urlCheck.missing.Load(),
-		LimitsNote:   e.limitsNote(),
+		PTY:           pty,
+		Resize:        pty,
+		ReattachPTY:   pty,
+		Stdin:         true,
+		Reattach:      true,
+		ReplayOutput:  true,
+		TreeKill:      "pgroup+scan",
+		Ports:         true,
+		CheckURL:      !e.urlCheck.missing.Load(),
+		LimitsNote:    e.limitsNote(),
+		SandboxLimits: e.opts.SandboxLimits,
 		Notes: []string{
 			ptyNote,
 			"escapees are found by the CORRAL_TREE variable they inherit; a process that clears its environment escapes the tree kill",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/backoff"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	// env.Limits inside the sandbox (it refuses them), and this says what
 	// to do instead on this transport. Default: a general sentence.
 	LimitsNote string
+	// SandboxLimits is Capabilities.SandboxLimits: the limits of the
+	// sandbox as a whole, when the transport knows them.
+	SandboxLimits *env.Limits
 	// BaseDir holds one private directory per process inside the sandbox.
 	// Default /tmp/.corral-UID, UID being the sandbox user's (`id -u`, asked
 	// once). It must be an absolute path of [A-Za-z0-9._/-].
