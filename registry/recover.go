@@ -330,6 +330,7 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		IdleTimeout: rec.IdleTimeout,
 		Key:         rec.Key,
 		Limits:      copyLimits(rec.Limits),
+		Runaway:     copyRunaway(rec.Runaway),
 	}
 	if opts.Key != "" && !ValidKey(opts.Key) {
 		opts.Key = ""
