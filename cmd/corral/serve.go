@@ -40,6 +40,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		idleClose      time.Duration
 		httpAddr       string
 		logMax         string
+		rw             runawayFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,6 +61,10 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
 				}
 			}
+			runaway, err := rw.parse("serve", cmd)
+			if err != nil {
+				return err
+			}
 			maxLog, err := env.ParseLogMax(logMax)
 			if err != nil {
 				return &exitError{code: exitUsage, msg: "serve: --log-max: " + err.Error()}
@@ -78,6 +83,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 				Version:      version,
 				MaxProcesses: maxProcs,
 				DefaultGrace: grace,
+				Runaway:      runaway,
 			})
 			waitSandboxRemovals()
 			if errors.Is(err, daemon.ErrAlreadyRunning) && quietIfRunning {
@@ -95,6 +101,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&idleClose, "idle-close", defaultIdleClose(), "close a backend's connection (SSH) after this long without use; the next use dials again (0: keep open; default from $CORRAL_IDLE_CLOSE, else 10m)")
 	f.StringVar(&logMax, "log-max", defaultLogMax(), "the most of each process's output kept on disk, as a head (a quarter) and a tail: 32MiB, 1GiB, none (default from $CORRAL_LOG_MAX, else 32MiB); the daemon's own buffer keeps less")
 	f.StringVar(&httpAddr, "http", "", "serve the web dashboard on this loopback address from the start (127.0.0.1:PORT); its URL, with the access token, is logged (see corral dashboard)")
+	rw.addFlags(cmd, "by default, ")
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd
