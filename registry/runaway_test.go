@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -160,4 +161,24 @@ func (f *statsFixture) info(t *testing.T, id string) Info {
 	in, err := f.r.Get(ctxT(t), id)
 	require.NoError(t, err)
 	return in
+}
+
+// TestRunawayKeptInTheStateFile: a process's own thresholds survive a
+// restart; thresholds out of bounds in a record are dropped.
+func TestRunawayKeptInTheStateFile(t *testing.T) {
+	f := newStatsFixture(t)
+	o := RunawayOptions{CPUPercent: 90, Memory: 1 << 30, For: Duration(time.Minute)}
+	in, _ := f.startRunaway(t, &o)
+	p, err := f.r.lookup(in.ID)
+	require.NoError(t, err)
+	b, err := json.Marshal(p.record())
+	require.NoError(t, err)
+	var rec checkpointRecord
+	require.NoError(t, json.Unmarshal(b, &rec))
+	q := f.r.restoredProc(rec)
+	require.NotNil(t, q.opts.Runaway)
+	assert.Equal(t, o, *q.opts.Runaway)
+
+	rec.Runaway = &RunawayOptions{CPUPercent: -3}
+	assert.Nil(t, f.r.restoredProc(rec).opts.Runaway)
 }
