@@ -33,6 +33,10 @@ type StartRequest struct {
 	// in bytes, cpus in cores, pids in tasks. A backend that cannot
 	// enforce one refuses the start (400, code unsupported).
 	Limits *env.Limits `json:"limits,omitempty"`
+	// Runaway are the process's runaway thresholds (StartOptions.Runaway:
+	// cpu_percent, memory in bytes, for a Duration); without them the
+	// daemon's (corral serve --runaway-*) apply.
+	Runaway *registry.RunawayOptions `json:"runaway,omitempty"`
 
 	// Environ is the caller's whole environment (StartOptions.Environ):
 	// on the local backend the command's environment is Environ plus Env,
@@ -72,7 +76,7 @@ func (req StartRequest) Options() registry.StartOptions {
 		Backend: req.Backend, Command: req.Command, Dir: req.Dir, Env: req.Env, Labels: req.Labels,
 		Watch: req.Watch, WatchRegex: req.WatchRegex, Notify: req.Notify, Stdin: req.Stdin,
 		Name: req.Name, Replace: req.Replace, Ready: req.Ready, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
-		Key: req.Key, Limits: req.Limits,
+		Key: req.Key, Limits: req.Limits, Runaway: req.Runaway,
 	}
 	opts.Environ, opts.Session = req.Environ, req.Session
 	if req.PTY || req.PTYSize != nil {
@@ -91,7 +95,7 @@ func startRequest(opts registry.StartOptions) StartRequest {
 		Backend: opts.Backend, Command: opts.Command, Dir: opts.Dir, Env: opts.Env, Labels: opts.Labels,
 		Watch: opts.Watch, WatchRegex: opts.WatchRegex, Notify: opts.Notify, Stdin: opts.Stdin,
 		Name: opts.Name, Replace: opts.Replace, Ready: opts.Ready, TTL: Duration(opts.TTL), IdleTimeout: Duration(opts.IdleTimeout),
-		Key: opts.Key, Limits: opts.Limits,
+		Key: opts.Key, Limits: opts.Limits, Runaway: opts.Runaway,
 	}
 	req.Environ, req.Session = opts.Environ, opts.Session
 	if opts.PTY != nil {

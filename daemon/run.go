@@ -31,6 +31,9 @@ type Config struct {
 	MaxProcesses int
 	// DefaultGrace is the kill grace period when a request names none.
 	DefaultGrace time.Duration
+	// Runaway are the runaway thresholds of every process that gives
+	// none (registry.Config.Runaway).
+	Runaway *registry.RunawayOptions
 	// HTTPAddr, when set, serves the dashboard on this loopback address
 	// from the start (corral serve --http); otherwise the first POST
 	// /v1/dashboard (corral dashboard) starts it.
@@ -109,6 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 		MaxProcesses: cfg.MaxProcesses,
 		DefaultGrace: cfg.DefaultGrace,
+		Runaway:      cfg.Runaway,
 		Logger:       cfg.Logger,
 		StateFile:    p.StateFile(),
 

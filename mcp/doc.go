@@ -42,7 +42,9 @@
 // server's ready, crashed and ttl_expired events always (each comes at most
 // once per process, and is what its readiness conditions or ttl asked for),
 // and oom_killed always (level "error": the kernel's OOM killer ended a
-// process, which its exit code alone does not say). MCP sends log
+// process, which its exit code alone does not say); runaway (level
+// "warning": a process passed the runaway_* thresholds terminal gave it,
+// or the server's). MCP sends log
 // notifications only once the client has chosen a level with
 // logging/setLevel; "info" receives all of corral's. The other
 // subscription is drained by process action "events", which returns every

@@ -284,14 +284,16 @@ func (s *Server) pump(se *session) {
 // crash is an error the agent must hear of before its next request to
 // the server fails. So is oom_killed (at most once per process): the
 // process ran out of memory, which its exit code alone does not say. A
-// kill_finished is the outcome of a kill the agent was told is pending.
+// kill_finished is the outcome of a kill the agent was told is pending. A
+// runaway is a warning: the process passed the thresholds it was started
+// with (once per episode), and the agent decides what to do.
 func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 	switch ev.Type {
 	case registry.EventExited, registry.EventReady:
 		return "notice", ev.Type == registry.EventReady || ev.Notify
 	case registry.EventWatchMatch:
 		return "info", true
-	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired:
+	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired, registry.EventRunaway:
 		return "warning", true
 	case registry.EventCrashed, registry.EventOOMKilled:
 		return "error", true

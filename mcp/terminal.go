@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,6 +46,9 @@ type TerminalInput struct {
 	Memory           string            `json:"memory,omitempty" jsonschema:"Hard memory limit of the whole process tree, e.g. \"512M\" or \"2G\" (powers of 1024, at least 6M). Going over it is an OOM kill of the tree (exit code 137, reason \"out of memory (limit 2G)\"). A backend that cannot enforce a limit refuses the command."`
 	CPUs             *float64          `json:"cpus,omitempty" jsonschema:"Hard CPU limit of the whole tree in cores, e.g. 1.5 (0.01 to 1024): it is throttled to that."`
 	Pids             *int64            `json:"pids,omitempty" jsonschema:"Hard limit on the tasks (processes and threads) of the tree at once, e.g. 512 (at least 10): a fork beyond it fails."`
+	RunawayCPU       *float64          `json:"runaway_cpu,omitempty" jsonschema:"A runaway event (level warning) when the tree uses at least this percent of a core (100 is one core, 200 two) for runaway_for with no output. Nothing is killed."`
+	RunawayMemory    string            `json:"runaway_memory,omitempty" jsonschema:"A runaway event (level warning) when the tree's memory grows by at least this size, e.g. \"512M\" or \"4G\", within runaway_for. Nothing is killed."`
+	RunawayFor       *Duration         `json:"runaway_for,omitempty" jsonschema:"The window of runaway_cpu and runaway_memory: seconds or a duration string; default 2m."`
 }
 
 // workdir is the directory of a call that names dir.
@@ -136,6 +140,38 @@ func limitsArgs(in TerminalInput) (*env.Limits, error) {
 		return nil, nil
 	}
 	return &l, nil
+}
+
+// runawayArgs reads the runaway_* arguments: nil when none is given, an
+// error naming the argument when one is out of bounds.
+func runawayArgs(in TerminalInput) (*registry.RunawayOptions, error) {
+	var o registry.RunawayOptions
+	if in.RunawayCPU != nil {
+		if !(*in.RunawayCPU > 0) || math.IsInf(*in.RunawayCPU, 0) {
+			return nil, fmt.Errorf(`"runaway_cpu" %v: give a percent of a core above 0, such as 90`, *in.RunawayCPU)
+		}
+		o.CPUPercent = *in.RunawayCPU
+	}
+	if in.RunawayMemory != "" {
+		n, err := env.ParseSize(in.RunawayMemory)
+		if err != nil {
+			return nil, fmt.Errorf(`"runaway_memory" %s is not a size: give bytes or a size such as "512M" or "4G"`, quoteArg(in.RunawayMemory))
+		}
+		o.Memory = n
+	}
+	if in.RunawayFor != nil {
+		if o.IsZero() {
+			return nil, errors.New(`"runaway_for" is the window of runaway_cpu or runaway_memory: give one of them too`)
+		}
+		o.For = registry.Duration(in.RunawayFor.D)
+		if err := o.Validate(); err != nil {
+			return nil, fmt.Errorf(`"runaway_for" %s: give at least 1s`, in.RunawayFor.D)
+		}
+	}
+	if o.IsZero() {
+		return nil, nil
+	}
+	return &o, nil
 }
 
 // quoteArg is s quoted as the model gave it, clipped.
@@ -264,6 +300,10 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	if err != nil {
 		return nil, nil, err
 	}
+	runaway, err := runawayArgs(in)
+	if err != nil {
+		return nil, nil, err
+	}
 	se := s.session(req.Session)
 	if se == nil {
 		return nil, nil, errors.New("the server is shutting down, or lost its registry")
@@ -279,6 +319,7 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		Environ: s.cfg.Environ,
 		Env:     slices.Clone(agentEnv),
 		Limits:  limits,
+		Runaway: runaway,
 	}
 	if in.Persist {
 		opts.Labels[PersistLabel] = "1"

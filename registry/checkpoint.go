@@ -111,6 +111,9 @@ type checkpointRecord struct {
 	// Limits are StartOptions.Limits, so the next registry still names
 	// the memory limit of a process the OOM killer ended.
 	Limits *env.Limits `json:"limits,omitempty"`
+	// Runaway are StartOptions.Runaway, so the process keeps its own
+	// thresholds across a restart.
+	Runaway *RunawayOptions `json:"runaway,omitempty"`
 }
 
 // recordLocked returns p's checkpoint record; the caller holds p.mu.
@@ -138,7 +141,7 @@ func (p *proc) recordLocked() checkpointRecord {
 		WatchDisabled: in.WatchDisabled, Leftover: in.Leftover, TreeRunning: in.TreeRunning,
 		Watch: p.opts.Watch, WatchRegex: p.opts.WatchRegex, PTYSize: p.opts.PTY, KillReason: p.killReason,
 		Name: in.Name, EnvDigest: p.envDigest, Ready: in.Ready, ReadyAt: in.ReadyAt, TTL: p.opts.TTL, IdleTimeout: p.opts.IdleTimeout,
-		Key: p.opts.Key, Limits: in.Limits,
+		Key: p.opts.Key, Limits: in.Limits, Runaway: in.RunawayOptions,
 	}
 	if in.State.Final() {
 		rec.TimedOut = in.TimedOut

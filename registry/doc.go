@@ -253,7 +253,18 @@
 // are started, exited (every final state but failed), oom_killed,
 // watch_match, watch_disabled, suppressed, kill_finished (a pending kill
 // ran; exempt from the rate limit, as the answer to a kill), and for dev
-// servers ready, crashed and ttl_expired.
+// servers ready, crashed and ttl_expired; runaway for a process past its
+// runaway thresholds.
+//
+// Runaway (runaway.go): a process whose tree uses at least
+// RunawayOptions.CPUPercent of a core in every sample for For with no
+// output, or whose RSS grew by Memory within For, gets one runaway event
+// whose Summary says what was seen ("a1b2 used 98% of a core for 2m0s
+// with no output"), and Info.Runaway until the condition clears, which
+// re-arms the event. The thresholds are StartOptions.Runaway, else
+// Config.Runaway; they are judged from the stats sampler's samples, so a
+// backend that cannot measure its trees has no runaways, and nothing is
+// killed. The event is rate-limited like a watch match.
 //
 // A process whose backend reports it OOM-killed (env.ExitStatus.OOMKilled:
 // the kernel's OOM killer ended it, see the backends' docs for where they

@@ -50,6 +50,12 @@ const (
 	// (KillResult.Unreachable, Info.KillPending) ran once the backend
 	// answered again; Kill is its outcome.
 	EventKillFinished EventType = "kill_finished"
+	// EventRunaway: a running process passed its runaway thresholds
+	// (StartOptions.Runaway, Config.Runaway): CPU at or above a share
+	// with no output for a time, or memory grown by a size within it.
+	// Summary says what was seen. Once per episode: Info.Runaway stays
+	// set until the condition clears, which re-arms it.
+	EventRunaway EventType = "runaway"
 )
 
 // Rate limits of the event stream (see the package documentation).

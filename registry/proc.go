@@ -236,6 +236,7 @@ func (p *proc) infoLocked() Info {
 		PTY:            p.opts.PTY != nil,
 		Stdin:          p.opts.Stdin,
 		Limits:         copyLimits(p.opts.Limits),
+		RunawayOptions: copyRunaway(p.opts.Runaway),
 		Detached:       p.detached,
 		Foreground:     p.foreground,
 		Notify:         p.opts.Notify,
@@ -261,6 +262,7 @@ func (p *proc) infoLocked() Info {
 		KillPending: p.pending != nil,
 	}
 	in.Stats = p.stats.current(in.TreeRunning)
+	in.Runaway = in.TreeRunning && p.stats.isRunaway()
 	if p.opts.IdleTimeout > 0 && p.state == StateRunning {
 		in.IdleExpiresAt = time.Unix(0, p.lastOutput.Load()).Add(p.opts.IdleTimeout)
 	}

@@ -330,6 +330,10 @@ func (r *Registry) restoredProc(rec checkpointRecord) *proc {
 		IdleTimeout: rec.IdleTimeout,
 		Key:         rec.Key,
 		Limits:      copyLimits(rec.Limits),
+		Runaway:     copyRunaway(rec.Runaway),
+	}
+	if opts.Runaway.Validate() != nil {
+		opts.Runaway = nil // a hand-edited file: the registry's default applies
 	}
 	if opts.Key != "" && !ValidKey(opts.Key) {
 		opts.Key = ""

@@ -69,6 +69,10 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.DefaultGrace <= 0 {
 		cfg.DefaultGrace = DefaultGrace
 	}
+	if err := cfg.Runaway.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Runaway = copyRunaway(cfg.Runaway)
 	if cfg.SubscriptionBuffer <= 0 {
 		cfg.SubscriptionBuffer = DefaultSubscriptionBuffer
 	}

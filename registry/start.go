@@ -123,6 +123,10 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	} else {
 		opts.Limits = nil
 	}
+	if err := opts.Runaway.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Runaway = copyRunaway(opts.Runaway)
 	// The caller's environment goes to the backend only: a process record
 	// holds no environment (see StartOptions.Environ).
 	opts.Environ = nil

@@ -106,6 +106,8 @@ type procStats struct {
 	every   time.Duration // the current pace
 	history []StatsSample // a ring of at most statsHistoryMax
 	head    int           // where the oldest sample is once the ring is full
+	prevAt  time.Time     // when the sample before last was taken
+	rw      runawayState  // runaway.go
 }
 
 // due reports whether a sample is due at now.
@@ -148,6 +150,9 @@ func (s *procStats) record(st *env.TreeStats, now, started time.Time) {
 			prev.RSSBytes > 0 && float64(cur.RSSBytes-prev.RSSBytes) >= statsBusyRSS*float64(prev.RSSBytes)
 	}
 	cur.PeakRSSBytes = max(cur.PeakRSSBytes, cur.RSSBytes)
+	if s.last != nil {
+		s.prevAt = s.last.SampledAt
+	}
 	s.last, s.cpu = cur, st.CPU
 	if busy || s.every == 0 || now.Sub(started) < statsYoung {
 		s.every = statsTick
@@ -327,6 +332,7 @@ func (r *Registry) sampleRound(target string, ts env.TreeStatter) bool {
 			continue
 		}
 		p.stats.record(res[i], at, p.startedTime())
+		p.checkRunaway()
 	}
 	return true
 }

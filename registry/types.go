@@ -75,6 +75,10 @@ type Config struct {
 	// processes name waits for its front end to open it again before its
 	// processes are killed (see session.go). Default 10 s.
 	SessionReclaim time.Duration
+
+	// Runaway are the runaway thresholds of every process whose
+	// StartOptions.Runaway is nil (see RunawayOptions); nil: none.
+	Runaway *RunawayOptions
 }
 
 // State is a process's lifecycle state. A process moves from starting to
@@ -152,8 +156,14 @@ type Info struct {
 	PTY     bool              `json:"pty,omitempty"`
 	Stdin   bool              `json:"stdin,omitempty"`
 	// Limits are the ceilings the process runs under (StartOptions.Limits).
-	Limits   *env.Limits `json:"limits,omitempty"`
-	Detached bool        `json:"detached,omitempty"`
+	Limits *env.Limits `json:"limits,omitempty"`
+	// RunawayOptions are the process's own runaway thresholds
+	// (StartOptions.Runaway); nil when it follows the registry's.
+	RunawayOptions *RunawayOptions `json:"runaway_options,omitempty"`
+	// Runaway: a runaway episode is on (a runaway event said what was
+	// seen); false again once the condition clears.
+	Runaway  bool `json:"runaway,omitempty"`
+	Detached bool `json:"detached,omitempty"`
 	// Foreground: started by Run, whose caller waits for it; it ends when
 	// that caller goes away (a daemon client's connection is its lease).
 	Foreground bool      `json:"foreground,omitempty"`
@@ -298,6 +308,11 @@ type StartOptions struct {
 	// enforce one refuses the start (an error matching env.ErrUnsupported
 	// that says why); nothing is started then.
 	Limits *env.Limits
+	// Runaway, when non-nil, are the thresholds past which the process
+	// counts as runaway (a runaway event, Info.Runaway); nil takes
+	// Config.Runaway. Judged from the stats sampler's figures, so a
+	// backend that cannot measure its trees has no runaways.
+	Runaway *RunawayOptions
 	// Labels are caller-chosen key/value pairs for List and KillAll.
 	Labels map[string]string
 	// Watch lists substrings; WatchRegex regular expressions (Go syntax).

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/registry"
 )
 
 // limitFlags are the --memory, --cpus and --pids flags of run and start.
@@ -83,3 +86,57 @@ corral says "out of memory (limit SIZE)"); CPU time is held to --cpus cores;
 a fork beyond --pids tasks (processes and threads) fails. A backend that
 cannot enforce a limit refuses the command rather than run it unlimited
 (corral backends shows which limits each enforces).`
+
+// runawayFlags are the --runaway-cpu, --runaway-memory and --runaway-for
+// flags of run, start and serve (serve's are the daemon's default).
+type runawayFlags struct {
+	cpu, memory string
+	window      time.Duration
+}
+
+func (r *runawayFlags) addFlags(cmd *cobra.Command, whose string) {
+	f := cmd.Flags()
+	f.StringVar(&r.cpu, "runaway-cpu", "", whose+"a runaway event when the tree uses at least `PERCENT` of a core (100 is one core) for --runaway-for with no output")
+	f.StringVar(&r.memory, "runaway-memory", "", whose+"a runaway event when the tree's memory grows by at least `SIZE` (such as 512M or 4G) within --runaway-for")
+	f.DurationVar(&r.window, "runaway-for", 0, "the window of --runaway-cpu and --runaway-memory (default 2m)")
+}
+
+// parse returns the runaway thresholds given (nil when none) or a usage
+// error naming the flag.
+func (r *runawayFlags) parse(op string, cmd *cobra.Command) (*registry.RunawayOptions, error) {
+	changed := func(name string) bool { return cmd.Flags().Changed(name) }
+	var o registry.RunawayOptions
+	if changed("runaway-cpu") {
+		f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(r.cpu), "%"), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return nil, usageErrorf("%s: --runaway-cpu %q: give a share of a core above 0, such as 90 (200 is two cores)", op, clipCommand(r.cpu, 40))
+		}
+		o.CPUPercent = f
+	}
+	if changed("runaway-memory") {
+		n, err := env.ParseSize(r.memory)
+		if err != nil {
+			return nil, usageErrorf("%s: --runaway-memory %q: give a size in bytes or with a suffix, such as 512M or 4G", op, clipCommand(r.memory, 40))
+		}
+		o.Memory = n
+	}
+	if changed("runaway-for") {
+		if o.IsZero() {
+			return nil, usageErrorf("%s: --runaway-for is the window of --runaway-cpu or --runaway-memory: give one of them too", op)
+		}
+		o.For = registry.Duration(r.window)
+	}
+	if o.IsZero() {
+		return nil, nil
+	}
+	if err := o.Validate(); err != nil {
+		return nil, usageErrorf("%s: --runaway-for %s: give at least 1s", op, r.window)
+	}
+	return &o, nil
+}
+
+// runawayHelp is the paragraph of run's and start's help on runaways.
+const runawayHelp = `Runaways: --runaway-cpu PERCENT (with no output) and --runaway-memory SIZE
+(growth) within --runaway-for (default 2m) publish one runaway event per
+episode and mark the process on the dashboard; nothing is killed. Without
+them the daemon's defaults (corral serve --runaway-*) apply.`

@@ -36,6 +36,8 @@ type runOptions struct {
 	noDaemon    bool
 	// limits are --memory, --cpus and --pids; nil when none is given.
 	limits *env.Limits
+	// runaway are the --runaway-* thresholds; nil when none is given.
+	runaway *registry.RunawayOptions
 }
 
 const runLong = `Run COMMAND in the foreground through a backend, stream its output live to
@@ -94,11 +96,12 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var (
 		o   runOptions
 		lim limitFlags
+		rw  runawayFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "run [flags] -- COMMAND...",
 		Short:   "Run a command in the foreground; kill its whole tree on timeout or interrupt",
-		Long:    runLong + "\n\n" + limitsHelp,
+		Long:    runLong + "\n\n" + limitsHelp + "\n\n" + runawayHelp,
 		Example: runExample,
 		// Everything after the first word of COMMAND belongs to COMMAND, so
 		// `corral run ls -la` passes -la to ls even without "--".
@@ -114,6 +117,9 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			}
 			var err error
 			if o.limits, err = lim.parse("run", cmd); err != nil {
+				return err
+			}
+			if o.runaway, err = rw.parse("run", cmd); err != nil {
 				return err
 			}
 			return runForeground(cmd.Context(), o, commandLine(args), stdin, stdout, stderr)
@@ -133,6 +139,7 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.dir, "dir", "", "working directory (default: corral's)")
 	f.BoolVar(&o.noDaemon, "no-daemon", false, "run in a registry of this command's own instead of the daemon's ("+noDaemonEnv+"=1 does the same)")
 	lim.addFlags(cmd)
+	rw.addFlags(cmd, "")
 	return cmd
 }
 
@@ -411,7 +418,7 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 // the local backend does, unless --allow-env names them) and working
 // directory explicitly: through the daemon, the daemon's would apply.
 func (o runOptions) startOptions(command string) (registry.StartOptions, error) {
-	start := registry.StartOptions{Backend: o.backend, Command: command, Dir: o.dir, Env: o.env, Stdin: o.stdin, Limits: o.limits}
+	start := registry.StartOptions{Backend: o.backend, Command: command, Dir: o.dir, Env: o.env, Stdin: o.stdin, Limits: o.limits, Runaway: o.runaway}
 	if o.backend != "local" {
 		return start, nil
 	}

@@ -41,6 +41,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		httpAddr       string
 		logMax         string
 		ceiling        limitFlags
+		rw             runawayFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,6 +61,10 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 				if _, err := logMaxEnv(); err != nil {
 					return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
 				}
+			}
+			runaway, err := rw.parse("serve", cmd)
+			if err != nil {
+				return err
 			}
 			maxLog, err := env.ParseLogMax(logMax)
 			if err != nil {
@@ -92,6 +97,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 				Version:      version,
 				MaxProcesses: maxProcs,
 				DefaultGrace: grace,
+				Runaway:      runaway,
 			})
 			waitSandboxRemovals()
 			if errors.Is(err, daemon.ErrAlreadyRunning) && quietIfRunning {
@@ -110,6 +116,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&logMax, "log-max", defaultLogMax(), "the most of each process's output kept on disk, as a head (a quarter) and a tail: 32MiB, 1GiB, none (default from $CORRAL_LOG_MAX, else 32MiB); the daemon's own buffer keeps less")
 	f.StringVar(&httpAddr, "http", "", "serve the web dashboard on this loopback address from the start (127.0.0.1:PORT); its URL, with the access token, is logged (see corral dashboard)")
 	ceiling.addCeilingFlags(cmd)
+	rw.addFlags(cmd, "by default, ")
 	f.BoolVar(&quietIfRunning, "quiet-if-running", false, "exit 0 when another daemon already runs (used by auto-start)")
 	_ = f.MarkHidden("quiet-if-running")
 	return cmd

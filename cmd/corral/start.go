@@ -56,11 +56,12 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 		backend  string
 		allowEnv []string
 		lim      limitFlags
+		rw       runawayFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "start [flags] -- COMMAND...",
 		Short: "Start a command in the background and print its ID",
-		Long:  startLong + "\n\n" + limitsHelp,
+		Long:  startLong + "\n\n" + limitsHelp + "\n\n" + runawayHelp,
 		Example: "  corral start --label task=build -- make -j8\n  corral start --watch ERROR --notify -- ./server\n  corral start --stdin -- python3 -i\n" +
 			"  corral start --name web --ready-port 3000 --ttl 2h -- npm run dev && corral wait --ready --timeout 60s web\n" +
 			"  corral start --memory 2G --pids 512 -- ./server",
@@ -92,6 +93,9 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}
 			if req.Limits, err = lim.parse("start", cmd); err != nil {
+				return err
+			}
+			if req.Runaway, err = rw.parse("start", cmd); err != nil {
 				return err
 			}
 			req.Labels, req.Backend, req.Command = l, backend, commandLine(args)
@@ -156,6 +160,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the process as JSON")
 	dev.addFlags(cmd)
 	lim.addFlags(cmd)
+	rw.addFlags(cmd, "")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -131,6 +132,14 @@ func writeStats(w io.Writer, in registry.Info, rep registry.StatsReport) {
 	if in.Limits != nil {
 		// Beside the figures they cap: RSS against the memory limit.
 		fmt.Fprintf(tw, "limits\t%s\n", in.Limits)
+	}
+	if in.RunawayOptions != nil || in.Runaway {
+		// The process's own thresholds; the daemon's default is not known here.
+		line := in.RunawayOptions.String()
+		if in.Runaway {
+			line = strings.TrimPrefix(line+"; on now: see corral events", "; ")
+		}
+		fmt.Fprintf(tw, "runaway\t%s\n", line)
 	}
 	fmt.Fprintf(tw, "sampled\t%s\n", st.SampledAt.Local().Format("15:04:05"))
 	tw.Flush()

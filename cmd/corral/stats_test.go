@@ -56,6 +56,18 @@ func TestWriteStats(t *testing.T) {
 		"limits    memory 2G, cpus 1.5, pids 512\n"+
 		"sampled   "+clock+"\n", out.String())
 
+	// With runaway thresholds, and while runaway.
+	out.Reset()
+	hot := in
+	hot.RunawayOptions = &registry.RunawayOptions{CPUPercent: 90, Memory: 4 << 30}
+	hot.Runaway = true
+	writeStats(&out, hot, registry.StatsReport{ID: in.ID, Stats: st})
+	assert.Contains(t, out.String(), "runaway    cpu 90% for 2m0s, memory +4G in 2m0s; on now: see corral events\n")
+	out.Reset()
+	hot.RunawayOptions = nil // the daemon's thresholds
+	writeStats(&out, hot, registry.StatsReport{ID: in.ID, Stats: st})
+	assert.Contains(t, out.String(), "runaway    on now: see corral events\n")
+
 	for _, tc := range []struct {
 		in   registry.Info
 		rep  registry.StatsReport

@@ -168,10 +168,11 @@ function renderList() {
     const tr = document.createElement("tr");
     tr.dataset.id = s.id;
     const final = !["starting", "recovering", "running"].includes(s.state);
-    tr.className = (final ? "final " : "") + (s.id === selected ? "selected" : "");
+    tr.className = (final ? "final " : "") + (s.runaway ? "runaway " : "") + (s.id === selected ? "selected" : "");
     columns.forEach((c, i) => {
       const td = cell(tr, (s.row || [])[i] || "", c.key);
       if (c.key === "state") td.className += " state-" + s.state + (s.backend_condition ? " sick" : "");
+      if (c.key === "state" && s.runaway) td.append(" ", runawayBadge());
       if (c.key === "command") td.title = td.textContent;
     });
     drawSparks(tr, s);
@@ -218,6 +219,16 @@ function subscribe(id, offset) {
   send({ type: "subscribe_output", sessionId: id, offset });
 }
 
+// runawayBadge marks a process whose Info says runaway: an episode is on,
+// which its runaway event described.
+function runawayBadge() {
+  const b = document.createElement("span");
+  b.className = "badge runaway";
+  b.textContent = "runaway";
+  b.title = "past its runaway thresholds (--runaway-cpu, --runaway-memory): its runaway event in corral events says what was seen";
+  return b;
+}
+
 function renderDetail() {
   const s = sessions.get(selected);
   if (!s) return;
@@ -225,6 +236,7 @@ function renderDetail() {
   $("d-id").textContent = s.id;
   $("d-state").textContent = text(s, "state") + (s.pty ? " · terminal" : "");
   $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");
+  if (s.runaway) $("d-state").append(" ", runawayBadge());
   $("d-cmd").textContent = `${s.backend}: ${text(s, "command")}`;
   // The reason in the registry's words: an OOM kill names the memory
   // limit ("out of memory (limit 100M)"), which the state text cannot.
