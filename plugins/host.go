@@ -102,8 +102,10 @@ func (e *Env) connect(ctx context.Context) (*conn, error) {
 	if e.name == "" {
 		e.name = resp.GetName()
 		e.caps = wire.CapsFromProto(resp.GetCapabilities())
-		// Limits do not cross the plugin protocol yet (see Start).
-		e.caps.Limits, e.caps.LimitsNote = nil, pluginLimitsNote
+		if len(e.caps.Limits) == 0 && e.caps.LimitsNote == "" {
+			// A plugin built before limits crossed the protocol.
+			e.caps.LimitsNote = pluginLimitsNote
+		}
 		e.treeStats.Store(resp.GetCapabilities().GetTreeStats())
 	}
 	return c, nil
@@ -191,17 +193,18 @@ func (e *Env) PluginPID() int {
 func (e *Env) Path() string { return e.found.Path }
 
 // Start starts spec in the plugin's Environment.
-// pluginLimitsNote says why a plugin backend refuses env.Limits.
-const pluginLimitsNote = "plugin backends do not take per-process limits yet; limit the sandbox the plugin opens"
+// pluginLimitsNote says why a plugin that states nothing of limits (one
+// built before they crossed the protocol) refuses them.
+const pluginLimitsNote = "this plugin states no per-process limits it enforces (built before corral's plugin protocol carried them); rebuild it with the current SDK"
 
 func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("plugin %s: start: %w", e.found.Name, err)
 	}
 	if spec.Limits != nil {
-		// Limits do not cross the plugin protocol yet: refused, never
-		// dropped on the way.
-		if err := env.CheckLimits(e.name, env.Capabilities{LimitsNote: pluginLimitsNote}, *spec.Limits); err != nil {
+		// Refused here what the plugin does not state it enforces: a
+		// plugin built before limits crossed the protocol would drop them.
+		if err := env.CheckLimits(e.name, e.caps, *spec.Limits); err != nil {
 			return nil, err
 		}
 	}

@@ -98,7 +98,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{31, 0}
+	return file_backend_proto_rawDescGZIP(), []int{32, 0}
 }
 
 type Empty struct {
@@ -368,7 +368,14 @@ type Capabilities struct {
 	// call). The SDK sets it in Open and Capabilities answers only; it has
 	// no env.Capabilities field, and plugins built before it leave it
 	// false.
-	TreeStats     bool `protobuf:"varint,11,opt,name=tree_stats,json=treeStats,proto3" json:"tree_stats,omitempty"`
+	TreeStats bool `protobuf:"varint,11,opt,name=tree_stats,json=treeStats,proto3" json:"tree_stats,omitempty"`
+	// limits and limits_note are env.Capabilities.Limits and LimitsNote:
+	// the Spec limits the plugin enforces, and why not the others. Plugins
+	// built before them state none, and corral refuses limits for them.
+	Limits     []string `protobuf:"bytes,12,rep,name=limits,proto3" json:"limits,omitempty"`
+	LimitsNote string   `protobuf:"bytes,13,opt,name=limits_note,json=limitsNote,proto3" json:"limits_note,omitempty"`
+	// sandbox_limits is env.Capabilities.SandboxLimits.
+	SandboxLimits *Limits `protobuf:"bytes,14,opt,name=sandbox_limits,json=sandboxLimits,proto3" json:"sandbox_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +487,88 @@ func (x *Capabilities) GetTreeStats() bool {
 	return false
 }
 
+func (x *Capabilities) GetLimits() []string {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Capabilities) GetLimitsNote() string {
+	if x != nil {
+		return x.LimitsNote
+	}
+	return ""
+}
+
+func (x *Capabilities) GetSandboxLimits() *Limits {
+	if x != nil {
+		return x.SandboxLimits
+	}
+	return nil
+}
+
+// Limits is an env.Limits; a zero field sets no limit.
+type Limits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemoryBytes   int64                  `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Cpus          float64                `protobuf:"fixed64,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Pids          int64                  `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Limits) Reset() {
+	*x = Limits{}
+	mi := &file_backend_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limits) ProtoMessage() {}
+
+func (x *Limits) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limits.ProtoReflect.Descriptor instead.
+func (*Limits) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Limits) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetCpus() float64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Limits) GetPids() int64 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
 type CapabilitiesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Capabilities  *Capabilities          `protobuf:"bytes,1,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
@@ -489,7 +578,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +590,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[6]
+	mi := &file_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +603,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{6}
+	return file_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CapabilitiesResponse) GetCapabilities() *Capabilities {
@@ -534,7 +623,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +635,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[7]
+	mi := &file_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +648,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{7}
+	return file_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -582,17 +671,19 @@ type Spec struct {
 	Dir     string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
 	Env     []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
 	// pty is unset for pipes.
-	Pty           *WindowSize `protobuf:"bytes,4,opt,name=pty,proto3" json:"pty,omitempty"`
-	Stdin         bool        `protobuf:"varint,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	Detach        bool        `protobuf:"varint,6,opt,name=detach,proto3" json:"detach,omitempty"`
-	Tag           string      `protobuf:"bytes,7,opt,name=tag,proto3" json:"tag,omitempty"`
+	Pty    *WindowSize `protobuf:"bytes,4,opt,name=pty,proto3" json:"pty,omitempty"`
+	Stdin  bool        `protobuf:"varint,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Detach bool        `protobuf:"varint,6,opt,name=detach,proto3" json:"detach,omitempty"`
+	Tag    string      `protobuf:"bytes,7,opt,name=tag,proto3" json:"tag,omitempty"`
+	// limits is env.Spec.Limits; unset for none.
+	Limits        *Limits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Spec) Reset() {
 	*x = Spec{}
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +695,7 @@ func (x *Spec) String() string {
 func (*Spec) ProtoMessage() {}
 
 func (x *Spec) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[8]
+	mi := &file_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +708,7 @@ func (x *Spec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spec.ProtoReflect.Descriptor instead.
 func (*Spec) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{8}
+	return file_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Spec) GetCommand() string {
@@ -669,6 +760,13 @@ func (x *Spec) GetTag() string {
 	return ""
 }
 
+func (x *Spec) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type StartRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *Spec                  `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -678,7 +776,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +788,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[9]
+	mi := &file_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +801,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{9}
+	return file_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartRequest) GetSpec() *Spec {
@@ -725,7 +823,7 @@ type Ref struct {
 
 func (x *Ref) Reset() {
 	*x = Ref{}
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +835,7 @@ func (x *Ref) String() string {
 func (*Ref) ProtoMessage() {}
 
 func (x *Ref) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[10]
+	mi := &file_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +848,7 @@ func (x *Ref) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ref.ProtoReflect.Descriptor instead.
 func (*Ref) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{10}
+	return file_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ref) GetEnv() string {
@@ -783,7 +881,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +893,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[11]
+	mi := &file_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +906,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{11}
+	return file_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AttachRequest) GetRef() *Ref {
@@ -831,7 +929,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +941,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[12]
+	mi := &file_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +954,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{12}
+	return file_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProcessResponse) GetProcessId() uint64 {
@@ -892,7 +990,7 @@ type RunRequest struct {
 
 func (x *RunRequest) Reset() {
 	*x = RunRequest{}
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1002,7 @@ func (x *RunRequest) String() string {
 func (*RunRequest) ProtoMessage() {}
 
 func (x *RunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[13]
+	mi := &file_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1015,7 @@ func (x *RunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
 func (*RunRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{13}
+	return file_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunRequest) GetSpec() *Spec {
@@ -949,7 +1047,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1059,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[14]
+	mi := &file_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1072,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{14}
+	return file_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunEvent) GetStarted() *ProcessResponse {
@@ -1007,7 +1105,7 @@ type ProcessRequest struct {
 
 func (x *ProcessRequest) Reset() {
 	*x = ProcessRequest{}
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1117,7 @@ func (x *ProcessRequest) String() string {
 func (*ProcessRequest) ProtoMessage() {}
 
 func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[15]
+	mi := &file_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1130,7 @@ func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
 func (*ProcessRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{15}
+	return file_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProcessRequest) GetProcessId() uint64 {
@@ -1052,7 +1150,7 @@ type OutputRequest struct {
 
 func (x *OutputRequest) Reset() {
 	*x = OutputRequest{}
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1162,7 @@ func (x *OutputRequest) String() string {
 func (*OutputRequest) ProtoMessage() {}
 
 func (x *OutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[16]
+	mi := &file_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1175,7 @@ func (x *OutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputRequest.ProtoReflect.Descriptor instead.
 func (*OutputRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{16}
+	return file_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OutputRequest) GetProcessId() uint64 {
@@ -1103,7 +1201,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1213,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[17]
+	mi := &file_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1226,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{17}
+	return file_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OutputChunk) GetData() []byte {
@@ -1148,7 +1246,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1258,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[18]
+	mi := &file_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1271,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{18}
+	return file_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteRequest) GetProcessId() uint64 {
@@ -1199,7 +1297,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1309,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[19]
+	mi := &file_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1322,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{19}
+	return file_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteResponse) GetWritten() int64 {
@@ -1245,7 +1343,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1355,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[20]
+	mi := &file_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1368,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{20}
+	return file_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SignalRequest) GetProcessId() uint64 {
@@ -1296,7 +1394,7 @@ type SurvivorsResponse struct {
 
 func (x *SurvivorsResponse) Reset() {
 	*x = SurvivorsResponse{}
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1406,7 @@ func (x *SurvivorsResponse) String() string {
 func (*SurvivorsResponse) ProtoMessage() {}
 
 func (x *SurvivorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[21]
+	mi := &file_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1419,7 @@ func (x *SurvivorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurvivorsResponse.ProtoReflect.Descriptor instead.
 func (*SurvivorsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{21}
+	return file_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SurvivorsResponse) GetPids() []int64 {
@@ -1344,7 +1442,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_backend_proto_msgTypes[22]
+	mi := &file_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1454,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[22]
+	mi := &file_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1467,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{22}
+	return file_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExitStatus) GetCode() int64 {
@@ -1402,7 +1500,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_backend_proto_msgTypes[23]
+	mi := &file_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1512,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[23]
+	mi := &file_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1525,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{23}
+	return file_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitResponse) GetStatus() *ExitStatus {
@@ -1447,7 +1545,7 @@ type ResizeRequest struct {
 
 func (x *ResizeRequest) Reset() {
 	*x = ResizeRequest{}
-	mi := &file_backend_proto_msgTypes[24]
+	mi := &file_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1557,7 @@ func (x *ResizeRequest) String() string {
 func (*ResizeRequest) ProtoMessage() {}
 
 func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[24]
+	mi := &file_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1570,7 @@ func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeRequest.ProtoReflect.Descriptor instead.
 func (*ResizeRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{24}
+	return file_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResizeRequest) GetProcessId() uint64 {
@@ -1498,7 +1596,7 @@ type RefResponse struct {
 
 func (x *RefResponse) Reset() {
 	*x = RefResponse{}
-	mi := &file_backend_proto_msgTypes[25]
+	mi := &file_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1608,7 @@ func (x *RefResponse) String() string {
 func (*RefResponse) ProtoMessage() {}
 
 func (x *RefResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[25]
+	mi := &file_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1621,7 @@ func (x *RefResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefResponse.ProtoReflect.Descriptor instead.
 func (*RefResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{25}
+	return file_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RefResponse) GetRef() *Ref {
@@ -1546,7 +1644,7 @@ type Listener struct {
 
 func (x *Listener) Reset() {
 	*x = Listener{}
-	mi := &file_backend_proto_msgTypes[26]
+	mi := &file_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1656,7 @@ func (x *Listener) String() string {
 func (*Listener) ProtoMessage() {}
 
 func (x *Listener) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[26]
+	mi := &file_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1669,7 @@ func (x *Listener) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Listener.ProtoReflect.Descriptor instead.
 func (*Listener) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{26}
+	return file_backend_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Listener) GetPort() int32 {
@@ -1611,7 +1709,7 @@ type ListenersResponse struct {
 
 func (x *ListenersResponse) Reset() {
 	*x = ListenersResponse{}
-	mi := &file_backend_proto_msgTypes[27]
+	mi := &file_backend_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1721,7 @@ func (x *ListenersResponse) String() string {
 func (*ListenersResponse) ProtoMessage() {}
 
 func (x *ListenersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[27]
+	mi := &file_backend_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1734,7 @@ func (x *ListenersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenersResponse.ProtoReflect.Descriptor instead.
 func (*ListenersResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{27}
+	return file_backend_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListenersResponse) GetListeners() []*Listener {
@@ -1656,7 +1754,7 @@ type WaitListeningRequest struct {
 
 func (x *WaitListeningRequest) Reset() {
 	*x = WaitListeningRequest{}
-	mi := &file_backend_proto_msgTypes[28]
+	mi := &file_backend_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1766,7 @@ func (x *WaitListeningRequest) String() string {
 func (*WaitListeningRequest) ProtoMessage() {}
 
 func (x *WaitListeningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[28]
+	mi := &file_backend_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1779,7 @@ func (x *WaitListeningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitListeningRequest.ProtoReflect.Descriptor instead.
 func (*WaitListeningRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{28}
+	return file_backend_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WaitListeningRequest) GetProcessId() uint64 {
@@ -1707,7 +1805,7 @@ type CheckURLRequest struct {
 
 func (x *CheckURLRequest) Reset() {
 	*x = CheckURLRequest{}
-	mi := &file_backend_proto_msgTypes[29]
+	mi := &file_backend_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1817,7 @@ func (x *CheckURLRequest) String() string {
 func (*CheckURLRequest) ProtoMessage() {}
 
 func (x *CheckURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[29]
+	mi := &file_backend_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1830,7 @@ func (x *CheckURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckURLRequest.ProtoReflect.Descriptor instead.
 func (*CheckURLRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{29}
+	return file_backend_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CheckURLRequest) GetUrl() string {
@@ -1751,7 +1849,7 @@ type CheckURLResponse struct {
 
 func (x *CheckURLResponse) Reset() {
 	*x = CheckURLResponse{}
-	mi := &file_backend_proto_msgTypes[30]
+	mi := &file_backend_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1861,7 @@ func (x *CheckURLResponse) String() string {
 func (*CheckURLResponse) ProtoMessage() {}
 
 func (x *CheckURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[30]
+	mi := &file_backend_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1874,7 @@ func (x *CheckURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckURLResponse.ProtoReflect.Descriptor instead.
 func (*CheckURLResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{30}
+	return file_backend_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CheckURLResponse) GetStatus() int32 {
@@ -1799,7 +1897,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_backend_proto_msgTypes[31]
+	mi := &file_backend_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1909,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[31]
+	mi := &file_backend_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1922,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{31}
+	return file_backend_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -1852,7 +1950,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_backend_proto_msgTypes[32]
+	mi := &file_backend_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1962,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[32]
+	mi := &file_backend_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1975,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{32}
+	return file_backend_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SpecError) GetField() string {
@@ -1911,7 +2009,7 @@ type TreeStatsRequest struct {
 
 func (x *TreeStatsRequest) Reset() {
 	*x = TreeStatsRequest{}
-	mi := &file_backend_proto_msgTypes[33]
+	mi := &file_backend_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2021,7 @@ func (x *TreeStatsRequest) String() string {
 func (*TreeStatsRequest) ProtoMessage() {}
 
 func (x *TreeStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[33]
+	mi := &file_backend_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2034,7 @@ func (x *TreeStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeStatsRequest.ProtoReflect.Descriptor instead.
 func (*TreeStatsRequest) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{33}
+	return file_backend_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TreeStatsRequest) GetProcessIds() []uint64 {
@@ -1965,7 +2063,7 @@ type TreeStats struct {
 
 func (x *TreeStats) Reset() {
 	*x = TreeStats{}
-	mi := &file_backend_proto_msgTypes[34]
+	mi := &file_backend_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2075,7 @@ func (x *TreeStats) String() string {
 func (*TreeStats) ProtoMessage() {}
 
 func (x *TreeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[34]
+	mi := &file_backend_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2088,7 @@ func (x *TreeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeStats.ProtoReflect.Descriptor instead.
 func (*TreeStats) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{34}
+	return file_backend_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TreeStats) GetPresent() bool {
@@ -2052,7 +2150,7 @@ type TreeStatsResponse struct {
 
 func (x *TreeStatsResponse) Reset() {
 	*x = TreeStatsResponse{}
-	mi := &file_backend_proto_msgTypes[35]
+	mi := &file_backend_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2162,7 @@ func (x *TreeStatsResponse) String() string {
 func (*TreeStatsResponse) ProtoMessage() {}
 
 func (x *TreeStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[35]
+	mi := &file_backend_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2175,7 @@ func (x *TreeStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeStatsResponse.ProtoReflect.Descriptor instead.
 func (*TreeStatsResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{35}
+	return file_backend_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TreeStatsResponse) GetTrees() []*TreeStats {
@@ -2099,7 +2197,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_backend_proto_msgTypes[36]
+	mi := &file_backend_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2209,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[36]
+	mi := &file_backend_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2222,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{36}
+	return file_backend_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HealthResponse) GetCondition() string {
@@ -2158,7 +2256,7 @@ const file_backend_proto_rawDesc = "" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"f\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
-	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xb7\x02\n" +
+	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xb1\x03\n" +
 	"\fCapabilities\x12\x10\n" +
 	"\x03pty\x18\x01 \x01(\bR\x03pty\x12\x16\n" +
 	"\x06resize\x18\x02 \x01(\bR\x06resize\x12\x14\n" +
@@ -2172,13 +2270,21 @@ const file_backend_proto_rawDesc = "" +
 	"\tcheck_url\x18\n" +
 	" \x01(\bR\bcheckUrl\x12\x1d\n" +
 	"\n" +
-	"tree_stats\x18\v \x01(\bR\ttreeStats\"Z\n" +
+	"tree_stats\x18\v \x01(\bR\ttreeStats\x12\x16\n" +
+	"\x06limits\x18\f \x03(\tR\x06limits\x12\x1f\n" +
+	"\vlimits_note\x18\r \x01(\tR\n" +
+	"limitsNote\x12?\n" +
+	"\x0esandbox_limits\x18\x0e \x01(\v2\x18.corral.plugin.v1.LimitsR\rsandboxLimits\"S\n" +
+	"\x06Limits\x12!\n" +
+	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
+	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\"Z\n" +
 	"\x14CapabilitiesResponse\x12B\n" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"4\n" +
 	"\n" +
 	"WindowSize\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
-	"\x04cols\x18\x02 \x01(\rR\x04cols\"\xb4\x01\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"\xe6\x01\n" +
 	"\x04Spec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x10\n" +
@@ -2186,7 +2292,8 @@ const file_backend_proto_rawDesc = "" +
 	"\x03pty\x18\x04 \x01(\v2\x1c.corral.plugin.v1.WindowSizeR\x03pty\x12\x14\n" +
 	"\x05stdin\x18\x05 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06detach\x18\x06 \x01(\bR\x06detach\x12\x10\n" +
-	"\x03tag\x18\a \x01(\tR\x03tag\":\n" +
+	"\x03tag\x18\a \x01(\tR\x03tag\x120\n" +
+	"\x06limits\x18\b \x01(\v2\x18.corral.plugin.v1.LimitsR\x06limits\":\n" +
 	"\fStartRequest\x12*\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.corral.plugin.v1.SpecR\x04spec\"=\n" +
 	"\x03Ref\x12\x10\n" +
@@ -2334,7 +2441,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -2343,107 +2450,110 @@ var file_backend_proto_goTypes = []any{
 	(*OpenRequest)(nil),          // 4: corral.plugin.v1.OpenRequest
 	(*OpenResponse)(nil),         // 5: corral.plugin.v1.OpenResponse
 	(*Capabilities)(nil),         // 6: corral.plugin.v1.Capabilities
-	(*CapabilitiesResponse)(nil), // 7: corral.plugin.v1.CapabilitiesResponse
-	(*WindowSize)(nil),           // 8: corral.plugin.v1.WindowSize
-	(*Spec)(nil),                 // 9: corral.plugin.v1.Spec
-	(*StartRequest)(nil),         // 10: corral.plugin.v1.StartRequest
-	(*Ref)(nil),                  // 11: corral.plugin.v1.Ref
-	(*AttachRequest)(nil),        // 12: corral.plugin.v1.AttachRequest
-	(*ProcessResponse)(nil),      // 13: corral.plugin.v1.ProcessResponse
-	(*RunRequest)(nil),           // 14: corral.plugin.v1.RunRequest
-	(*RunEvent)(nil),             // 15: corral.plugin.v1.RunEvent
-	(*ProcessRequest)(nil),       // 16: corral.plugin.v1.ProcessRequest
-	(*OutputRequest)(nil),        // 17: corral.plugin.v1.OutputRequest
-	(*OutputChunk)(nil),          // 18: corral.plugin.v1.OutputChunk
-	(*WriteRequest)(nil),         // 19: corral.plugin.v1.WriteRequest
-	(*WriteResponse)(nil),        // 20: corral.plugin.v1.WriteResponse
-	(*SignalRequest)(nil),        // 21: corral.plugin.v1.SignalRequest
-	(*SurvivorsResponse)(nil),    // 22: corral.plugin.v1.SurvivorsResponse
-	(*ExitStatus)(nil),           // 23: corral.plugin.v1.ExitStatus
-	(*WaitResponse)(nil),         // 24: corral.plugin.v1.WaitResponse
-	(*ResizeRequest)(nil),        // 25: corral.plugin.v1.ResizeRequest
-	(*RefResponse)(nil),          // 26: corral.plugin.v1.RefResponse
-	(*Listener)(nil),             // 27: corral.plugin.v1.Listener
-	(*ListenersResponse)(nil),    // 28: corral.plugin.v1.ListenersResponse
-	(*WaitListeningRequest)(nil), // 29: corral.plugin.v1.WaitListeningRequest
-	(*CheckURLRequest)(nil),      // 30: corral.plugin.v1.CheckURLRequest
-	(*CheckURLResponse)(nil),     // 31: corral.plugin.v1.CheckURLResponse
-	(*Error)(nil),                // 32: corral.plugin.v1.Error
-	(*SpecError)(nil),            // 33: corral.plugin.v1.SpecError
-	(*TreeStatsRequest)(nil),     // 34: corral.plugin.v1.TreeStatsRequest
-	(*TreeStats)(nil),            // 35: corral.plugin.v1.TreeStats
-	(*TreeStatsResponse)(nil),    // 36: corral.plugin.v1.TreeStatsResponse
-	(*HealthResponse)(nil),       // 37: corral.plugin.v1.HealthResponse
+	(*Limits)(nil),               // 7: corral.plugin.v1.Limits
+	(*CapabilitiesResponse)(nil), // 8: corral.plugin.v1.CapabilitiesResponse
+	(*WindowSize)(nil),           // 9: corral.plugin.v1.WindowSize
+	(*Spec)(nil),                 // 10: corral.plugin.v1.Spec
+	(*StartRequest)(nil),         // 11: corral.plugin.v1.StartRequest
+	(*Ref)(nil),                  // 12: corral.plugin.v1.Ref
+	(*AttachRequest)(nil),        // 13: corral.plugin.v1.AttachRequest
+	(*ProcessResponse)(nil),      // 14: corral.plugin.v1.ProcessResponse
+	(*RunRequest)(nil),           // 15: corral.plugin.v1.RunRequest
+	(*RunEvent)(nil),             // 16: corral.plugin.v1.RunEvent
+	(*ProcessRequest)(nil),       // 17: corral.plugin.v1.ProcessRequest
+	(*OutputRequest)(nil),        // 18: corral.plugin.v1.OutputRequest
+	(*OutputChunk)(nil),          // 19: corral.plugin.v1.OutputChunk
+	(*WriteRequest)(nil),         // 20: corral.plugin.v1.WriteRequest
+	(*WriteResponse)(nil),        // 21: corral.plugin.v1.WriteResponse
+	(*SignalRequest)(nil),        // 22: corral.plugin.v1.SignalRequest
+	(*SurvivorsResponse)(nil),    // 23: corral.plugin.v1.SurvivorsResponse
+	(*ExitStatus)(nil),           // 24: corral.plugin.v1.ExitStatus
+	(*WaitResponse)(nil),         // 25: corral.plugin.v1.WaitResponse
+	(*ResizeRequest)(nil),        // 26: corral.plugin.v1.ResizeRequest
+	(*RefResponse)(nil),          // 27: corral.plugin.v1.RefResponse
+	(*Listener)(nil),             // 28: corral.plugin.v1.Listener
+	(*ListenersResponse)(nil),    // 29: corral.plugin.v1.ListenersResponse
+	(*WaitListeningRequest)(nil), // 30: corral.plugin.v1.WaitListeningRequest
+	(*CheckURLRequest)(nil),      // 31: corral.plugin.v1.CheckURLRequest
+	(*CheckURLResponse)(nil),     // 32: corral.plugin.v1.CheckURLResponse
+	(*Error)(nil),                // 33: corral.plugin.v1.Error
+	(*SpecError)(nil),            // 34: corral.plugin.v1.SpecError
+	(*TreeStatsRequest)(nil),     // 35: corral.plugin.v1.TreeStatsRequest
+	(*TreeStats)(nil),            // 36: corral.plugin.v1.TreeStats
+	(*TreeStatsResponse)(nil),    // 37: corral.plugin.v1.TreeStatsResponse
+	(*HealthResponse)(nil),       // 38: corral.plugin.v1.HealthResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	6,  // 0: corral.plugin.v1.InfoResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
 	6,  // 1: corral.plugin.v1.OpenResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
-	6,  // 2: corral.plugin.v1.CapabilitiesResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
-	8,  // 3: corral.plugin.v1.Spec.pty:type_name -> corral.plugin.v1.WindowSize
-	9,  // 4: corral.plugin.v1.StartRequest.spec:type_name -> corral.plugin.v1.Spec
-	11, // 5: corral.plugin.v1.AttachRequest.ref:type_name -> corral.plugin.v1.Ref
-	11, // 6: corral.plugin.v1.ProcessResponse.ref:type_name -> corral.plugin.v1.Ref
-	9,  // 7: corral.plugin.v1.RunRequest.spec:type_name -> corral.plugin.v1.Spec
-	13, // 8: corral.plugin.v1.RunEvent.started:type_name -> corral.plugin.v1.ProcessResponse
-	23, // 9: corral.plugin.v1.RunEvent.exited:type_name -> corral.plugin.v1.ExitStatus
-	23, // 10: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
-	8,  // 11: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
-	11, // 12: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
-	27, // 13: corral.plugin.v1.ListenersResponse.listeners:type_name -> corral.plugin.v1.Listener
-	0,  // 14: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
-	33, // 15: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
-	35, // 16: corral.plugin.v1.TreeStatsResponse.trees:type_name -> corral.plugin.v1.TreeStats
-	2,  // 17: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
-	4,  // 18: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
-	1,  // 19: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
-	10, // 20: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
-	14, // 21: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
-	12, // 22: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
-	17, // 23: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
-	19, // 24: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
-	16, // 25: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
-	21, // 26: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
-	16, // 27: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 28: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
-	25, // 29: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
-	16, // 30: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 31: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
-	16, // 32: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
-	1,  // 33: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
-	1,  // 34: corral.plugin.v1.Backend.EnvListeners:input_type -> corral.plugin.v1.Empty
-	16, // 35: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
-	29, // 36: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
-	30, // 37: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
-	1,  // 38: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
-	34, // 39: corral.plugin.v1.Backend.TreeStats:input_type -> corral.plugin.v1.TreeStatsRequest
-	3,  // 40: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 41: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	7,  // 42: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	13, // 43: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	15, // 44: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
-	13, // 45: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	18, // 46: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	20, // 47: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 48: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 49: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	22, // 50: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	24, // 51: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 52: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	26, // 53: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 54: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 55: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 56: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	28, // 57: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 58: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
-	28, // 59: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
-	31, // 60: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
-	37, // 61: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
-	36, // 62: corral.plugin.v1.Backend.TreeStats:output_type -> corral.plugin.v1.TreeStatsResponse
-	40, // [40:63] is the sub-list for method output_type
-	17, // [17:40] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 2: corral.plugin.v1.Capabilities.sandbox_limits:type_name -> corral.plugin.v1.Limits
+	6,  // 3: corral.plugin.v1.CapabilitiesResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
+	9,  // 4: corral.plugin.v1.Spec.pty:type_name -> corral.plugin.v1.WindowSize
+	7,  // 5: corral.plugin.v1.Spec.limits:type_name -> corral.plugin.v1.Limits
+	10, // 6: corral.plugin.v1.StartRequest.spec:type_name -> corral.plugin.v1.Spec
+	12, // 7: corral.plugin.v1.AttachRequest.ref:type_name -> corral.plugin.v1.Ref
+	12, // 8: corral.plugin.v1.ProcessResponse.ref:type_name -> corral.plugin.v1.Ref
+	10, // 9: corral.plugin.v1.RunRequest.spec:type_name -> corral.plugin.v1.Spec
+	14, // 10: corral.plugin.v1.RunEvent.started:type_name -> corral.plugin.v1.ProcessResponse
+	24, // 11: corral.plugin.v1.RunEvent.exited:type_name -> corral.plugin.v1.ExitStatus
+	24, // 12: corral.plugin.v1.WaitResponse.status:type_name -> corral.plugin.v1.ExitStatus
+	9,  // 13: corral.plugin.v1.ResizeRequest.size:type_name -> corral.plugin.v1.WindowSize
+	12, // 14: corral.plugin.v1.RefResponse.ref:type_name -> corral.plugin.v1.Ref
+	28, // 15: corral.plugin.v1.ListenersResponse.listeners:type_name -> corral.plugin.v1.Listener
+	0,  // 16: corral.plugin.v1.Error.kind:type_name -> corral.plugin.v1.Error.Kind
+	34, // 17: corral.plugin.v1.Error.spec:type_name -> corral.plugin.v1.SpecError
+	36, // 18: corral.plugin.v1.TreeStatsResponse.trees:type_name -> corral.plugin.v1.TreeStats
+	2,  // 19: corral.plugin.v1.Backend.Info:input_type -> corral.plugin.v1.InfoRequest
+	4,  // 20: corral.plugin.v1.Backend.Open:input_type -> corral.plugin.v1.OpenRequest
+	1,  // 21: corral.plugin.v1.Backend.Capabilities:input_type -> corral.plugin.v1.Empty
+	11, // 22: corral.plugin.v1.Backend.Start:input_type -> corral.plugin.v1.StartRequest
+	15, // 23: corral.plugin.v1.Backend.Run:input_type -> corral.plugin.v1.RunRequest
+	13, // 24: corral.plugin.v1.Backend.Attach:input_type -> corral.plugin.v1.AttachRequest
+	18, // 25: corral.plugin.v1.Backend.Output:input_type -> corral.plugin.v1.OutputRequest
+	20, // 26: corral.plugin.v1.Backend.Write:input_type -> corral.plugin.v1.WriteRequest
+	17, // 27: corral.plugin.v1.Backend.CloseStdin:input_type -> corral.plugin.v1.ProcessRequest
+	22, // 28: corral.plugin.v1.Backend.Signal:input_type -> corral.plugin.v1.SignalRequest
+	17, // 29: corral.plugin.v1.Backend.Survivors:input_type -> corral.plugin.v1.ProcessRequest
+	17, // 30: corral.plugin.v1.Backend.Wait:input_type -> corral.plugin.v1.ProcessRequest
+	26, // 31: corral.plugin.v1.Backend.Resize:input_type -> corral.plugin.v1.ResizeRequest
+	17, // 32: corral.plugin.v1.Backend.Ref:input_type -> corral.plugin.v1.ProcessRequest
+	17, // 33: corral.plugin.v1.Backend.Release:input_type -> corral.plugin.v1.ProcessRequest
+	17, // 34: corral.plugin.v1.Backend.Remove:input_type -> corral.plugin.v1.ProcessRequest
+	1,  // 35: corral.plugin.v1.Backend.Close:input_type -> corral.plugin.v1.Empty
+	1,  // 36: corral.plugin.v1.Backend.EnvListeners:input_type -> corral.plugin.v1.Empty
+	17, // 37: corral.plugin.v1.Backend.Listeners:input_type -> corral.plugin.v1.ProcessRequest
+	30, // 38: corral.plugin.v1.Backend.WaitListening:input_type -> corral.plugin.v1.WaitListeningRequest
+	31, // 39: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
+	1,  // 40: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
+	35, // 41: corral.plugin.v1.Backend.TreeStats:input_type -> corral.plugin.v1.TreeStatsRequest
+	3,  // 42: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 43: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	8,  // 44: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	14, // 45: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	16, // 46: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	14, // 47: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	19, // 48: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	21, // 49: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 50: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 51: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	23, // 52: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	25, // 53: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 54: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	27, // 55: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 56: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 57: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 58: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	29, // 59: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
+	29, // 60: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
+	29, // 61: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
+	32, // 62: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
+	38, // 63: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
+	37, // 64: corral.plugin.v1.Backend.TreeStats:output_type -> corral.plugin.v1.TreeStatsResponse
+	42, // [42:65] is the sub-list for method output_type
+	19, // [19:42] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -2457,7 +2567,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

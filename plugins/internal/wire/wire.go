@@ -90,7 +90,7 @@ func PluginSets(server pb.BackendServer) map[int]plugin.PluginSet {
 
 // SpecToProto converts a Spec.
 func SpecToProto(s env.Spec) *pb.Spec {
-	out := &pb.Spec{Command: s.Command, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Detach: s.Detach, Tag: s.Tag}
+	out := &pb.Spec{Command: s.Command, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Detach: s.Detach, Tag: s.Tag, Limits: LimitsToProto(s.Limits)}
 	if s.PTY != nil {
 		out.Pty = &pb.WindowSize{Rows: uint32(s.PTY.Rows), Cols: uint32(s.PTY.Cols)}
 	}
@@ -100,7 +100,7 @@ func SpecToProto(s env.Spec) *pb.Spec {
 // SpecFromProto converts a Spec back. Sizes beyond uint16 are clamped so
 // Validate, not a silent wrap-around, judges them.
 func SpecFromProto(s *pb.Spec) env.Spec {
-	out := env.Spec{Command: s.GetCommand(), Dir: s.GetDir(), Env: s.GetEnv(), Stdin: s.GetStdin(), Detach: s.GetDetach(), Tag: s.GetTag()}
+	out := env.Spec{Command: s.GetCommand(), Dir: s.GetDir(), Env: s.GetEnv(), Stdin: s.GetStdin(), Detach: s.GetDetach(), Tag: s.GetTag(), Limits: LimitsFromProto(s.GetLimits())}
 	if s.GetPty() != nil {
 		ws := WindowSizeFromProto(s.GetPty())
 		out.PTY = &ws
@@ -123,14 +123,36 @@ func clamp16(v uint32) uint16 {
 // CapsToProto converts Capabilities.
 func CapsToProto(c env.Capabilities) *pb.Capabilities {
 	return &pb.Capabilities{Pty: c.PTY, Resize: c.Resize, Stdin: c.Stdin, Reattach: c.Reattach, ReattachPty: c.ReattachPTY,
-		ReplayOutput: c.ReplayOutput, TreeKill: c.TreeKill, Notes: c.Notes, Ports: c.Ports, CheckUrl: c.CheckURL}
+		ReplayOutput: c.ReplayOutput, TreeKill: c.TreeKill, Notes: c.Notes, Ports: c.Ports, CheckUrl: c.CheckURL,
+		Limits: c.Limits, LimitsNote: c.LimitsNote, SandboxLimits: LimitsToProto(c.SandboxLimits)}
 }
 
 // CapsFromProto converts Capabilities back.
 func CapsFromProto(c *pb.Capabilities) env.Capabilities {
 	return env.Capabilities{PTY: c.GetPty(), Resize: c.GetResize(), Stdin: c.GetStdin(), Reattach: c.GetReattach(),
 		ReattachPTY: c.GetReattachPty(), ReplayOutput: c.GetReplayOutput(), TreeKill: c.GetTreeKill(), Notes: c.GetNotes(),
-		Ports: c.GetPorts(), CheckURL: c.GetCheckUrl()}
+		Ports: c.GetPorts(), CheckURL: c.GetCheckUrl(),
+		Limits: c.GetLimits(), LimitsNote: c.GetLimitsNote(), SandboxLimits: LimitsFromProto(c.GetSandboxLimits())}
+}
+
+// LimitsToProto converts Limits; nil (or none set) is unset.
+func LimitsToProto(l *env.Limits) *pb.Limits {
+	if l == nil || l.IsZero() {
+		return nil
+	}
+	return &pb.Limits{MemoryBytes: l.Memory, Cpus: l.CPUs, Pids: l.Pids}
+}
+
+// LimitsFromProto converts Limits back; unset is nil.
+func LimitsFromProto(l *pb.Limits) *env.Limits {
+	if l == nil {
+		return nil
+	}
+	out := &env.Limits{Memory: l.GetMemoryBytes(), CPUs: l.GetCpus(), Pids: l.GetPids()}
+	if out.IsZero() {
+		return nil
+	}
+	return out
 }
 
 // ListenersToProto converts Listeners.
