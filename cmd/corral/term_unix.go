@@ -32,6 +32,20 @@ func terminalSize(w io.Writer) (env.WindowSize, bool) {
 // into signals for corral, and returns the function that restores it. ok
 // is false when r is not a terminal.
 func makeRaw(r io.Reader) (restore func(), ok bool) {
+	return setTermios(r, func(raw *unix.Termios) {
+		// The settings of cfmakeraw(3).
+		raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+		raw.Oflag &^= unix.OPOST
+		raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+		raw.Cflag &^= unix.CSIZE | unix.PARENB
+		raw.Cflag |= unix.CS8
+	})
+}
+
+// setTermios changes the terminal r (when it is one) as change says, with
+// reads returning each byte as it comes (VMIN 1, VTIME 0), and returns the
+// function that restores it. ok is false when r is not a terminal.
+func setTermios(r io.Reader, change func(*unix.Termios)) (restore func(), ok bool) {
 	f, isFile := r.(*os.File)
 	if !isFile {
 		return nil, false
@@ -41,16 +55,11 @@ func makeRaw(r io.Reader) (restore func(), ok bool) {
 	if err != nil {
 		return nil, false
 	}
-	raw := *old
-	// The settings of cfmakeraw(3).
-	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	raw.Oflag &^= unix.OPOST
-	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	raw.Cflag &^= unix.CSIZE | unix.PARENB
-	raw.Cflag |= unix.CS8
-	raw.Cc[unix.VMIN] = 1
-	raw.Cc[unix.VTIME] = 0
-	if err := unix.IoctlSetTermios(fd, ioctlSetTermios, &raw); err != nil {
+	t := *old
+	change(&t)
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+	if err := unix.IoctlSetTermios(fd, ioctlSetTermios, &t); err != nil {
 		return nil, false
 	}
 	return func() { _ = unix.IoctlSetTermios(fd, ioctlSetTermios, old) }, true
@@ -64,21 +73,5 @@ func notifyResize(c chan<- os.Signal) { signal.Notify(c, syscall.SIGWINCH) }
 // a signal and output keeps its newline translation; it returns the
 // function that restores the terminal. ok is false when r is not a terminal.
 func makeCbreak(r io.Reader) (restore func(), ok bool) {
-	f, isFile := r.(*os.File)
-	if !isFile {
-		return nil, false
-	}
-	fd := int(f.Fd())
-	old, err := unix.IoctlGetTermios(fd, ioctlGetTermios)
-	if err != nil {
-		return nil, false
-	}
-	cb := *old
-	cb.Lflag &^= unix.ECHO | unix.ICANON
-	cb.Cc[unix.VMIN] = 1
-	cb.Cc[unix.VTIME] = 0
-	if err := unix.IoctlSetTermios(fd, ioctlSetTermios, &cb); err != nil {
-		return nil, false
-	}
-	return func() { _ = unix.IoctlSetTermios(fd, ioctlSetTermios, old) }, true
+	return setTermios(r, func(t *unix.Termios) { t.Lflag &^= unix.ECHO | unix.ICANON })
 }
