@@ -288,8 +288,9 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		return &exitError{code: 128 + int(syscall.SIGPIPE)}
 	}
 	if runErr != nil {
-		// The package prefixes say nothing to a user of the command.
-		return &exitError{code: exitCorralError, msg: "run: " + strings.NewReplacer("registry: ", "", "daemon: ", "").Replace(runErr.Error())}
+		// "registry: " says nothing to a user of the command; "daemon: "
+		// does (the daemon died under the run, say), so it stays.
+		return &exitError{code: exitCorralError, msg: "run: " + strings.ReplaceAll(runErr.Error(), "registry: ", "")}
 	}
 	if res.TimedOut != "" {
 		return &exitError{code: exitTimeout, msg: timeoutMessage(res, o)}

@@ -49,6 +49,9 @@ type limitSupport struct {
 	// why the others are not.
 	names []string
 	note  string
+
+	mu   sync.Mutex
+	made map[string]bool // v1 bases made (ensureBase)
 }
 
 var (
@@ -126,6 +129,9 @@ func (s *system) setCeiling(stateDir string, l env.Limits) error {
 		if base == "" {
 			continue
 		}
+		if err := ls.ensureBase(base); err != nil {
+			return err
+		}
 		dir := filepath.Join(base, name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create %s: %w", dir, unwrapPath(err))
@@ -191,7 +197,7 @@ func unlimitedFiles(controller string) []limitFile {
 }
 
 func findLimits(v2base string) *limitSupport {
-	ls := &limitSupport{v2: map[string]bool{}, v1: map[string]string{}}
+	ls := &limitSupport{v2: map[string]bool{}, v1: map[string]string{}, made: map[string]bool{}}
 	var why []string
 	if v2base != "" {
 		ls.enableV2(v2base)
@@ -208,21 +214,36 @@ func findLimits(v2base string) *limitSupport {
 			why = append(why, fmt.Sprintf("--%s needs the %s controller in a writable cgroup (v2 delegated to corral, or v1), and this host offers neither", lc.limit, lc.controller))
 			continue
 		}
-		base := filepath.Join(mount, rel, "corral")
-		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			why = append(why, fmt.Sprintf("--%s: cannot create %s (%v); run the supervisor as root or in a delegated cgroup", lc.limit, base, unwrapPath(err)))
+		// The base is made at the first limited start (ensureBase), not
+		// here: a supervisor that limits nothing leaves nothing behind in
+		// its cgroup, which its owner may want to remove.
+		own := filepath.Join(mount, rel)
+		if err := unix.Access(own, unix.W_OK); err != nil {
+			why = append(why, fmt.Sprintf("--%s: %s is not writable; run the supervisor as root or in a delegated cgroup", lc.limit, own))
 			continue
 		}
-		if err := unix.Access(filepath.Join(base, "cgroup.procs"), unix.W_OK); err != nil {
-			why = append(why, fmt.Sprintf("--%s: %s is not writable; run the supervisor as root or in a delegated cgroup", lc.limit, base))
-			continue
-		}
-		sweepStaleCgroups(base)
-		ls.v1[lc.controller] = base
+		ls.v1[lc.controller] = filepath.Join(own, "corral")
 		ls.names = append(ls.names, lc.limit)
 	}
 	ls.note = strings.Join(why, "; ")
 	return ls
+}
+
+// ensureBase makes corral's base cgroup of a v1 hierarchy, once, and
+// removes the stale, empty process cgroups an earlier supervisor left in
+// it.
+func (ls *limitSupport) ensureBase(base string) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.made[base] {
+		return nil
+	}
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", base, unwrapPath(err))
+	}
+	sweepStaleCgroups(base)
+	ls.made[base] = true
+	return nil
 }
 
 // enableV2 enables in corral's v2 sub-tree the controllers its parent
@@ -338,6 +359,9 @@ func (ls *limitSupport) create(id, v2dir string, l *env.Limits, ceiling string) 
 			base := ls.v1[lc.controller]
 			if base == "" {
 				return fail(fmt.Errorf("no %s controller for --%s", lc.controller, lc.limit))
+			}
+			if err := ls.ensureBase(base); err != nil {
+				return fail(err)
 			}
 			if ceiling != "" {
 				base = filepath.Join(base, ceiling)
