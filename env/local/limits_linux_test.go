@@ -179,3 +179,34 @@ func TestCeilingHoldsForTenProcesses(t *testing.T) {
 	}
 	assert.Positive(t, failed, "100 sleeps and 10 shells forked under a ceiling of 60 tasks")
 }
+
+// BenchmarkLimitedStart: a whole life of `echo hi` (start, output, wait)
+// under --memory, --cpus and --pids (corral) against the same without
+// limits (baseline), in the same run: what the limit cgroups and the
+// fork on a thread of its own add to a start.
+func BenchmarkLimitedStart(b *testing.B) {
+	e, err := New(Options{StateDir: b.TempDir()})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close() })
+	if len(e.Capabilities().Limits) != 3 {
+		b.Skipf("this host enforces %v of the limits", e.Capabilities().Limits)
+	}
+	lim := &env.Limits{Memory: 256 << 20, CPUs: 1, Pids: 64}
+	for _, detach := range []bool{false, true} {
+		kind := "pipes"
+		if detach {
+			kind = "detached"
+		}
+		for _, c := range []struct {
+			name   string
+			limits *env.Limits
+		}{{"corral", lim}, {"baseline", nil}} {
+			b.Run(kind+"/"+c.name, func(b *testing.B) {
+				ctx := context.Background()
+				for b.Loop() {
+					runWhole(ctx, b, e, env.Spec{Command: "echo hi", Detach: detach, Limits: c.limits})
+				}
+			})
+		}
+	}
+}
