@@ -233,9 +233,11 @@ func (c *child) wait() {
 // cleanupTree removes the tree's kernel objects once it is empty; members
 // that outlive the leader are retried briefly, then left to Close/Release.
 func (c *child) cleanupTree() {
+	// The limit cgroups go too; one still populated stays for
+	// sweepStaleCgroups.
+	defer c.limits.remove()
 	for delay := 50 * time.Millisecond; delay < 2*time.Second; delay *= 2 {
 		if c.tree.cleanup() {
-			c.limits.remove()
 			return
 		}
 		if c.released.Load() {
@@ -407,9 +409,8 @@ func (c *child) Release() error {
 	}
 	go func() {
 		<-c.finished
-		if c.tree.cleanup() {
-			c.limits.remove()
-		}
+		c.tree.cleanup()
+		c.limits.remove()
 		c.tree.release()
 	}()
 	return nil

@@ -598,9 +598,8 @@ func (d *detached) Remove(ctx context.Context) error {
 		return d.errorf("remove", errors.New("process is still running; kill it first"))
 	}
 	_ = d.Release()
-	if d.tree.cleanup() {
-		d.env.sys.removeLimits(d.id)
-	}
+	d.tree.cleanup()
+	d.env.sys.removeLimits(d.id)
 	if !strings.HasPrefix(d.dir, d.env.stateDir+string(filepath.Separator)) {
 		return d.errorf("remove", fmt.Errorf("directory %q is outside the state directory", d.dir))
 	}

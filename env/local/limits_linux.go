@@ -83,7 +83,33 @@ func (s *system) newLimitGroups(id, v2dir string, l *env.Limits) (*limitGroups, 
 		}
 		return nil, env.CheckLimits("local", env.Capabilities{}, *l)
 	}
-	return s.limits.create(id, v2dir, l, s.ceiling)
+	g, err := s.limits.create(id, v2dir, l, s.ceiling)
+	if err != nil || len(g.v1) == 0 {
+		return g, err
+	}
+	g.sys = s
+	s.pendingMu.Lock()
+	if s.pending == nil {
+		s.pending = map[*limitGroups]struct{}{}
+	}
+	s.pending[g] = struct{}{}
+	s.pendingMu.Unlock()
+	return g, nil
+}
+
+// removePending removes the limit cgroups of this supervisor's processes
+// that are still there (a tree that ended while its removal was pending),
+// at Close: nobody else would before the next supervisor's sweep.
+func (s *system) removePending() {
+	s.pendingMu.Lock()
+	pending := make([]*limitGroups, 0, len(s.pending))
+	for g := range s.pending {
+		pending = append(pending, g)
+	}
+	s.pendingMu.Unlock()
+	for _, g := range pending {
+		g.remove()
+	}
 }
 
 // removeLimits deletes the v1 cgroups of process id, if any.
@@ -155,6 +181,7 @@ func (s *system) setCeiling(stateDir string, l env.Limits) error {
 // kernel lets a cgroup go a moment after its last member was reaped, so
 // it looks again for a bounded while.
 func (s *system) dropCeiling() {
+	s.removePending()
 	if s.ceiling == "" || s.limits == nil {
 		return
 	}
@@ -318,6 +345,9 @@ func ownV1Cgroups() map[string]string {
 type limitGroups struct {
 	v1  []string // per-process v1 cgroups the fork joins
 	oom string   // the kernel's OOM record for the limited memory; "" for none
+	// sys tracks the groups of its processes until they are removed
+	// (removePending); nil for the shim server's, which it removes itself.
+	sys *system
 }
 
 // create writes l for process id: into v2dir (the process's own v2
@@ -481,14 +511,40 @@ func (g *limitGroups) oomCounter(def oomCounter) oomCounter {
 
 // remove deletes g's v1 cgroups; one still populated (members outlived
 // the leader) stays, for sweepStaleCgroups to take later.
+//
+// The kernel lets a cgroup go a moment after its last member is reaped
+// (EBUSY until then): each is tried again for a bounded while.
 func (g *limitGroups) remove() {
 	if g == nil {
 		return
 	}
+	deadline := time.Now().Add(limitRemoveWait)
+	gone := true
 	for _, dir := range g.v1 {
-		_ = os.Remove(dir)
+		for {
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				gone = false
+				break
+			}
+			// Usually a matter of a millisecond or two.
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if gone && g.sys != nil {
+		g.sys.pendingMu.Lock()
+		delete(g.sys.pending, g)
+		g.sys.pendingMu.Unlock()
 	}
 }
+
+// limitRemoveWait bounds remove's wait for the kernel to let a limit
+// cgroup go; one still populated (members that outlived the leader) is
+// left to sweepStaleCgroups.
+const limitRemoveWait = time.Second
 
 // removeFor deletes the v1 cgroups of process id, wherever they were made
 // (by this supervisor or its shim server).
@@ -496,12 +552,15 @@ func (ls *limitSupport) removeFor(id, ceiling string) {
 	if ls == nil || !validID(id) {
 		return
 	}
+	g := &limitGroups{}
 	for _, base := range ls.v1 {
-		_ = os.Remove(filepath.Join(base, id))
-		if ceiling != "" {
-			_ = os.Remove(filepath.Join(base, ceiling, id))
+		for _, dir := range []string{filepath.Join(base, id), filepath.Join(base, ceiling, id)} {
+			if (ceiling != "" || dir == filepath.Join(base, id)) && fileExists(dir) {
+				g.v1 = append(g.v1, dir)
+			}
 		}
 	}
+	g.remove()
 }
 
 func unwrapPath(err error) error {

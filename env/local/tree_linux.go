@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,10 @@ type system struct {
 	ceiling string
 	// ceilingLimits are the ceiling's limits, for Capabilities' notes.
 	ceilingLimits env.Limits
+
+	// pending are the limit cgroups of processes not removed yet.
+	pendingMu sync.Mutex
+	pending   map[*limitGroups]struct{}
 }
 
 func newSystem(disableCgroup bool, log *slog.Logger) (*system, error) {
