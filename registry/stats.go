@@ -226,7 +226,7 @@ func (r *Registry) cannotMeasure(target string) bool {
 // measures trees. Called once per slot, with watchHealth.
 func (r *Registry) watchStats(target string, slot *envSlot) {
 	ts, ok := slot.env.(env.TreeStatter)
-	if !ok {
+	if !ok || r.cfg.DisableStats {
 		return
 	}
 	r.goTracked(func() { r.sampleLoop(target, slot, ts) })

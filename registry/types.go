@@ -75,6 +75,12 @@ type Config struct {
 	// processes name waits for its front end to open it again before its
 	// processes are killed (see session.go). Default 10 s.
 	SessionReclaim time.Duration
+
+	// DisableStats turns the background sampler of process costs off:
+	// Info.Stats stays nil and Stats reports no figures. It exists so that
+	// `make bench` can measure what sampling costs against a registry that
+	// does not sample; a supervisor leaves it false.
+	DisableStats bool
 }
 
 // State is a process's lifecycle state. A process moves from starting to
