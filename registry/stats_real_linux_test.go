@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -124,31 +123,6 @@ func (sb *statsBackend) start(tb testing.TB, command string) Info {
 		tb.Fatalf("start %q: %v", command, err)
 	}
 	return in
-}
-
-// startMany starts n commands, eight at a time.
-func (sb *statsBackend) startMany(tb testing.TB, n int, command func(i int) string) []string {
-	tb.Helper()
-	ids := make([]string, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			in, err := sb.r.Start(context.Background(), StartOptions{Backend: sb.target, Command: command(i)})
-			if err != nil {
-				tb.Errorf("start %d: %v", i, err)
-				return
-			}
-			ids[i] = in.ID
-		})
-	}
-	wg.Wait()
-	if tb.Failed() {
-		tb.FailNow()
-	}
-	return ids
 }
 
 // stats is the process's current figures, nil before the first sample.
