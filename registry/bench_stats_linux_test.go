@@ -78,9 +78,10 @@ func statsSamplingCPU(b *testing.B, sb *statsBackend, sampling bool) float64 {
 		}
 	}
 	time.Sleep(statsSettle)
-	var total, wall time.Duration
+	var total, engine, wall time.Duration
 	samples := 0
 	for range b.N {
+		e0 := sb.engine(b)
 		c0, err := sb.cpu()
 		if err != nil {
 			b.Fatal(err)
@@ -92,6 +93,7 @@ func statsSamplingCPU(b *testing.B, sb *statsBackend, sampling bool) float64 {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
+		engine += sb.engine(b) - e0
 		total += c1 - c0
 		wall += t1.Sub(t0)
 		for _, id := range ids {
@@ -116,8 +118,23 @@ func statsSamplingCPU(b *testing.B, sb *statsBackend, sampling bool) float64 {
 	pct := 100 * float64(total) / float64(wall)
 	b.ReportMetric(0, "ns/op") // the window's length, not a figure
 	b.ReportMetric(pct, "cpu-%")
+	if sb.engineCPU != nil {
+		b.ReportMetric(100*float64(engine)/float64(wall), "engine-cpu-%")
+	}
 	b.ReportMetric(float64(samples)/wall.Seconds(), "samples/s")
 	return pct
+}
+
+// engine is sb.engineCPU's figure, 0 without one.
+func (sb *statsBackend) engine(b *testing.B) time.Duration {
+	if sb.engineCPU == nil {
+		return 0
+	}
+	c, err := sb.engineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // BenchmarkStatsFreshness is how old the figures of a busy process are
@@ -150,19 +167,26 @@ func BenchmarkStatsFreshness(b *testing.B) {
 // BenchmarkStatsBusyLoopShare is the share of a core a busy loop is seen
 // using: the mean cpu_percent/100 of the samples taken over statsWindow
 // (cpu-share; target 0.9 or more on an idle machine: on a loaded one the
-// loop gets less), with the lowest sample's (cpu-share-min).
+// loop gets less), with the lowest sample's (cpu-share-min). Locally,
+// kernel-cpu-share is the share the kernel counted for the loop over the
+// same window, which tells a loaded machine from a wrong figure.
 func BenchmarkStatsBusyLoopShare(b *testing.B) {
 	for _, be := range statsBackends {
 		b.Run(be.name, func(b *testing.B) {
 			sb := be.new(b, false, 16)
-			id := sb.start(b, busyLoop).ID
+			in := sb.start(b, busyLoop)
+			id, leader := in.ID, in.PID
 			first := sb.waitStats(b, id, "the first sample", func(*Stats) bool { return true })
 			// The second sample is the first with a share.
 			sb.waitStats(b, id, "the second sample", func(st *Stats) bool { return st.SampledAt.After(first.SampledAt) })
 			var shares []float64
+			var kernel, wall time.Duration
 			for range b.N {
+				k0 := sb.kernelCPU(b, leader)
 				t0 := time.Now()
 				time.Sleep(statsWindow)
+				kernel += sb.kernelCPU(b, leader) - k0
+				wall += time.Since(t0)
 				rep, err := sb.r.Stats(context.Background(), id)
 				if err != nil {
 					b.Fatal(err)
@@ -184,8 +208,23 @@ func BenchmarkStatsBusyLoopShare(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(sum/float64(len(shares)), "cpu-share")
 			b.ReportMetric(slices.Min(shares), "cpu-share-min")
+			if sb.treeCPU != nil {
+				b.ReportMetric(float64(kernel)/float64(wall), "kernel-cpu-share")
+			}
 		})
 	}
+}
+
+// kernelCPU is sb.treeCPU's figure for leader, 0 without one.
+func (sb *statsBackend) kernelCPU(b *testing.B, leader int) time.Duration {
+	if sb.treeCPU == nil {
+		return 0
+	}
+	c, err := sb.treeCPU(leader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -40,6 +40,14 @@ type statsBackend struct {
 	// cpu is the CPU time used so far by everything the sampling of this
 	// backend runs on: see localCPU and dockerCPU.
 	cpu func() (time.Duration, error)
+	// engineCPU, when set, is the part of cpu that the machine's other
+	// users share (the docker engine's daemons), shown apart so that a
+	// window in which they were busy with others' work can be told.
+	engineCPU func() (time.Duration, error)
+	// treeCPU, when set, is the CPU time the kernel counts for a tree's
+	// live members by its leader's PID (where the backend's PIDs are this
+	// machine's).
+	treeCPU func(leader int) (time.Duration, error)
 }
 
 // busyLoop is a loop that uses a core; timeout ends it should a crashed
@@ -72,6 +80,7 @@ func newLocalStats(tb testing.TB, disable bool, maxProcs int) *statsBackend {
 		target:    "local",
 		psCommand: "ps -e -o pid=,ppid=,rss=",
 		cpu:       func() (time.Duration, error) { return localCPU(stateDir) },
+		treeCPU:   localTreeCPU,
 	}
 }
 
@@ -99,11 +108,11 @@ func newDockerStats(tb testing.TB, disable bool, maxProcs int) *statsBackend {
 		tb.Fatal(err)
 	}
 	closeOnCleanup(tb, r)
-	meter, err := newDockerCPU(cli, name)
+	meter, engine, err := newDockerCPU(cli, name)
 	if err != nil {
 		tb.Skipf("cannot measure the docker engine's CPU from here: %v", err)
 	}
-	return &statsBackend{r: r, target: target, psCommand: "ps -o pid,ppid,rss", cpu: meter}
+	return &statsBackend{r: r, target: target, psCommand: "ps -o pid,ppid,rss", cpu: meter, engineCPU: engine}
 }
 
 func closeOnCleanup(tb testing.TB, r *Registry) {
@@ -284,32 +293,33 @@ func shimServer(stateDir string) (int, error) {
 // (the resident shells that read /proc). An exec reaped by the shim
 // during a window is counted twice (shim and cgroup): an overestimate, and
 // rare, since sampling uses resident shells, not an exec per round.
-func newDockerCPU(cli *client.Client, name string) (func() (time.Duration, error), error) {
+func newDockerCPU(cli *client.Client, name string) (all, engine func() (time.Duration, error), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ins, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	initPID := ins.Container.State.Pid
 	init, err := procstat.Read(initPID)
 	if err != nil {
-		return nil, fmt.Errorf("the container's init %d is not in this PID namespace: %w", initPID, err)
+		return nil, nil, fmt.Errorf("the container's init %d is not in this PID namespace: %w", initPID, err)
 	}
-	pids := []int{init.PPID} // containerd-shim
+	shim := init.PPID
+	var daemons []int
 	for _, comm := range []string{"dockerd", "containerd"} {
 		pid, err := findComm(comm)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		pids = append(pids, pid)
+		daemons = append(daemons, pid)
 	}
 	usage, err := cgroupCPUReader(initPID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func() (time.Duration, error) {
-		sum := ownCPU()
+	sumOf := func(pids []int) (time.Duration, error) {
+		var sum time.Duration
 		for _, pid := range pids {
 			c, err := procCPU(pid)
 			if err != nil {
@@ -317,9 +327,52 @@ func newDockerCPU(cli *client.Client, name string) (func() (time.Duration, error
 			}
 			sum += c
 		}
+		return sum, nil
+	}
+	engine = func() (time.Duration, error) { return sumOf(daemons) }
+	all = func() (time.Duration, error) {
+		own, err := sumOf([]int{shim})
+		if err != nil {
+			return 0, err
+		}
+		eng, err := engine()
+		if err != nil {
+			return 0, err
+		}
 		c, err := usage()
-		return sum + c, err
-	}, nil
+		return ownCPU() + own + eng + c, err
+	}
+	return all, engine, nil
+}
+
+// localTreeCPU is the CPU time of leader and its live descendants, user
+// plus system, from their /proc/PID/stat.
+func localTreeCPU(leader int) (time.Duration, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	stats := map[int]procstat.Stat{}
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, err := procstat.Read(pid); err == nil {
+				stats[pid] = st
+			}
+		}
+	}
+	if _, ok := stats[leader]; !ok {
+		return 0, fmt.Errorf("no process %d", leader)
+	}
+	var ticks uint64
+	for pid, st := range stats {
+		for p, hops := pid, 0; p > 0 && hops < 64; p, hops = stats[p].PPID, hops+1 {
+			if p == leader {
+				ticks += st.UTime + st.STime
+				break
+			}
+		}
+	}
+	return time.Duration(ticks) * time.Second / procstat.TicksPerSecond, nil
 }
 
 // findComm returns the PID of the process whose command name is comm.
