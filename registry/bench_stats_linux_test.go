@@ -81,20 +81,21 @@ func statsSamplingCPU(b *testing.B, sb *statsBackend, sampling bool) float64 {
 	var total, engine, self, wall time.Duration
 	samples := 0
 	for range b.N {
-		e0, s0 := sb.engine(b), ownCPU()
+		e0 := sb.engine(b)
 		c0, err := sb.cpu()
 		if err != nil {
 			b.Fatal(err)
 		}
+		s0 := ownCPU()
 		t0 := time.Now()
 		time.Sleep(statsWindow)
+		self += ownCPU() - s0
 		c1, err := sb.cpu()
 		if err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
 		engine += sb.engine(b) - e0
-		self += ownCPU() - s0
 		total += c1 - c0
 		wall += t1.Sub(t0)
 		for _, id := range ids {

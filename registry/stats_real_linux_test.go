@@ -79,7 +79,7 @@ func newLocalStats(tb testing.TB, disable bool, maxProcs int) *statsBackend {
 		r:         r,
 		target:    "local",
 		psCommand: "ps -e -o pid=,ppid=,rss=",
-		cpu:       func() (time.Duration, error) { return localCPU(stateDir) },
+		cpu:       localCPU(stateDir),
 		treeCPU:   localTreeCPU,
 	}
 }
@@ -251,20 +251,28 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / procstat.TicksPerSecond, nil
 }
 
-// localCPU is what sampling on env/local can cost: this process (the
-// registry, and env/local's passes over /proc) and the shim server of
-// stateDir, which detached processes run under.
-func localCPU(stateDir string) (time.Duration, error) {
-	sum := ownCPU()
-	pid, err := shimServer(stateDir)
-	if err != nil {
-		return 0, err
+// localCPU returns what sampling on env/local can cost: this process
+// (the registry, and env/local's passes over /proc) and the shim server
+// of stateDir, which detached processes run under. The server is looked
+// for once, at the first call (it starts with the first detached
+// process): the look reads every process's environment, which a window
+// must not pay for.
+func localCPU(stateDir string) func() (time.Duration, error) {
+	shim := 0
+	return func() (time.Duration, error) {
+		if shim == 0 {
+			pid, err := shimServer(stateDir)
+			if err != nil {
+				return 0, err
+			}
+			shim = pid
+		}
+		c, err := procCPU(shim)
+		if err != nil {
+			return 0, fmt.Errorf("the shim server %d: %w", shim, err)
+		}
+		return ownCPU() + c, nil
 	}
-	c, err := procCPU(pid)
-	if err != nil {
-		return 0, fmt.Errorf("the shim server %d: %w", pid, err)
-	}
-	return sum + c, nil
 }
 
 // shimServer finds the shim server of stateDir by its environment.
