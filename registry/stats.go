@@ -110,11 +110,15 @@ type procStats struct {
 	rw      runawayState  // runaway.go
 }
 
-// due reports whether a sample is due at now.
+// due reports whether a sample is due in the round that starts at now.
+// Rounds come every statsTick and a pace counts from when the backend
+// answered, a little after its round began: a sample due before the next
+// round's midpoint is taken in this one, or every pace would lose a whole
+// tick to the call's own duration (a young process sampled every 2 s).
 func (s *procStats) due(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !now.Before(s.next)
+	return !now.Add(statsTick / 2).Before(s.next)
 }
 
 // postpone sets the next sample one pace from now, after a round that got
@@ -231,7 +235,7 @@ func (r *Registry) cannotMeasure(target string) bool {
 // measures trees. Called once per slot, with watchHealth.
 func (r *Registry) watchStats(target string, slot *envSlot) {
 	ts, ok := slot.env.(env.TreeStatter)
-	if !ok {
+	if !ok || r.cfg.DisableStats {
 		return
 	}
 	r.goTracked(func() { r.sampleLoop(target, slot, ts) })

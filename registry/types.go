@@ -79,6 +79,12 @@ type Config struct {
 	// Runaway are the runaway thresholds of every process whose
 	// StartOptions.Runaway is nil (see RunawayOptions); nil: none.
 	Runaway *RunawayOptions
+
+	// DisableStats turns the background sampler of process costs off:
+	// Info.Stats stays nil and Stats reports no figures. It exists so that
+	// `make bench` can measure what sampling costs against a registry that
+	// does not sample; a supervisor leaves it false.
+	DisableStats bool
 }
 
 // State is a process's lifecycle state. A process moves from starting to

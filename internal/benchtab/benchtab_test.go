@@ -164,3 +164,16 @@ func TestBuildAtLeast(t *testing.T) {
 	r := find(t, rows, "Slow", "MB/s")
 	assert.Truef(t, r.Verdict == "MISS", "Slow = %+v, want MISS (150 < 200)", r)
 }
+
+func TestBuildAtMost(t *testing.T) {
+	results := []Result{
+		{Name: "StatsSampling100/local/corral", Metrics: []Metric{{Value: 1.4, Unit: "cpu-%"}, {Value: 1, Unit: "sampling-cpu-%"}}},
+		{Name: "StatsSampling100/local/baseline", Metrics: []Metric{{Value: 0.4, Unit: "cpu-%"}}},
+		{Name: "StatsFreshness/docker", Metrics: []Metric{{Value: 2100, Unit: "age-ms-max"}}},
+	}
+	rows := Build(results, DefaultChecks)
+	r := find(t, rows, "StatsSampling100/local", "sampling-cpu-%")
+	assert.Truef(t, r.Verdict == "PASS" && r.Target == "≤ 1", "sampling = %+v, want PASS against ≤ 1 (the bound itself meets it)", r)
+	r = find(t, rows, "StatsFreshness/docker", "age-ms-max")
+	assert.Truef(t, r.Verdict == "MISS" && r.Target == "≤ 2000", "freshness = %+v, want MISS (2100 > 2000)", r)
+}
