@@ -55,7 +55,7 @@ func TestChaosOOMDocker(t *testing.T) {
 	backend := "docker-image://" + dockerTestImage + "?memory=64m&name=" + sandbox
 
 	hog := oomStart(t, h, backend, marker, "tail /dev/zero")
-	chaosCheckOOM(t, h, hog)
+	chaosCheckOOM(t, h, hog, "out of memory (sandbox limit 64M)")
 
 	// A process started after that OOM kill, in the same container, and
 	// ended by kill -9 from outside corral: no OOM kill.
@@ -90,7 +90,7 @@ func TestChaosOOMLocal(t *testing.T) {
 	startServeIn(t, h, cg)
 
 	hog := oomStart(t, h, "local", marker, "tail /dev/zero")
-	chaosCheckOOM(t, h, hog)
+	chaosCheckOOM(t, h, hog, "out of memory")
 
 	sleeper := oomStart(t, h, "local", marker, "exec sleep "+marker)
 	in := chaosGet(t, h, sleeper)
@@ -162,19 +162,20 @@ func chaosGet(t *testing.T, h *daemonHome, id string) registry.Info {
 }
 
 // chaosCheckOOM waits for id and checks that everything names the OOM
-// kill.
-func chaosCheckOOM(t *testing.T, h *daemonHome, id string) {
+// kill: reason is the Info.Reason expected (with the limit that ran out,
+// where corral knows it).
+func chaosCheckOOM(t *testing.T, h *daemonHome, id, reason string) {
 	t.Helper()
 	var r cliResult
 	chaosWithin(t, "corral wait for the hog", oomWaitBound, func() { r = h.run("wait", id) })
 	assert.Equal(t, 137, r.code, "wait's exit code, as a shell reports a SIGKILL: %s", r.stderr)
-	assert.Contains(t, r.stderr, "ran out of memory")
+	assert.Contains(t, r.stderr, "ran "+reason)
 	assert.Contains(t, r.stderr, "raise its memory limit")
 	chaosShortError(t, r.stderr)
 
 	in := chaosGet(t, h, id)
 	assert.Equal(t, registry.StateExited, in.State)
-	assert.Equal(t, "out of memory", in.Reason)
+	assert.Equal(t, reason, in.Reason)
 	if assert.NotNil(t, in.Status) {
 		assert.True(t, in.Status.OOMKilled, "status %+v", *in.Status)
 		assert.Equal(t, 137, in.Status.ShellCode())
