@@ -3,6 +3,7 @@ package env
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -147,13 +148,7 @@ func (e *LimitError) Unwrap() error { return ErrUnsupported }
 func CheckLimits(backend string, caps Capabilities, l Limits) error {
 	var missing []string
 	for _, name := range l.Names() {
-		found := false
-		for _, have := range caps.Limits {
-			if have == name {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.Contains(caps.Limits, name) {
 			missing = append(missing, name)
 		}
 	}
