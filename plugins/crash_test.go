@@ -71,7 +71,10 @@ func TestCrashInFlightAndReattach(t *testing.T) {
 	plain, err := e.Start(ctx, env.Spec{Command: "sleep " + marker})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		// The orphaned sleep outlives its killed plugin: end it here.
+		// The orphaned tree outlives its killed plugin: end it here, the
+		// whole group (its leader is a session leader): the shell may have
+		// forked its sleep rather than exec'd it.
+		syscall.Kill(-plain.PID(), syscall.SIGKILL)
 		syscall.Kill(plain.PID(), syscall.SIGKILL)
 	})
 

@@ -73,7 +73,12 @@ func TestWaitCutByCrashHasNoStatus(t *testing.T) {
 	marker := strconv.Itoa(10_000_000 + rand.IntN(80_000_000))
 	p, err := e.Start(ctx, env.Spec{Command: "sleep " + marker})
 	require.NoError(t, err)
-	t.Cleanup(func() { syscall.Kill(p.PID(), syscall.SIGKILL) }) // orphaned by the crash
+	t.Cleanup(func() {
+		// Orphaned by the crash: the whole group (its leader is a session
+		// leader), since the shell may have forked its sleep.
+		syscall.Kill(-p.PID(), syscall.SIGKILL)
+		syscall.Kill(p.PID(), syscall.SIGKILL)
+	})
 
 	type result struct {
 		st  env.ExitStatus
