@@ -24,7 +24,7 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/envtest"
-	"github.com/corralhq/corral/internal/shellquote"
+	"golang.org/x/sys/unix"
 )
 
 type execEnv struct {
@@ -74,25 +74,28 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if environ == nil {
 		environ = os.Environ()
 	}
-	command, cmdFile := spec.Command, ""
+	command := spec.Command
+	var mem *os.File
 	if len(command) > env.InlineCommandMax {
-		// As the real backends do (env.InlineCommandMax): from a file,
-		// removed once the process has ended.
-		f, err := os.CreateTemp("", "envtest-command-*")
+		// As env/local does (env.InlineCommandMax): from a memory file on
+		// descriptor 3, which its first line closes; no temporary file
+		// (a full or missing TMPDIR) can fail it.
+		fd, err := unix.MemfdCreate("envtest-command", unix.MFD_CLOEXEC)
 		if err != nil {
 			return nil, fmt.Errorf("exec: start: %w", err)
 		}
-		_, werr := f.WriteString(command)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
+		mem = os.NewFile(uintptr(fd), "envtest-command")
+		if _, err := mem.WriteString("exec 3<&-\n" + command); err != nil {
+			mem.Close()
+			return nil, fmt.Errorf("exec: start: %w", err)
 		}
-		if werr != nil {
-			os.Remove(f.Name())
-			return nil, fmt.Errorf("exec: start: %w", werr)
-		}
-		cmdFile, command = f.Name(), ". "+shellquote.Quote(f.Name())
+		defer mem.Close()
+		command = ". /dev/fd/3"
 	}
 	cmd := exec.Command(shell, "-c", command)
+	if mem != nil {
+		cmd.ExtraFiles = []*os.File{mem}
+	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(slices.Clone(environ), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -101,7 +104,7 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	p := &execProc{env: e, cmd: cmd, out: r, changed: make(chan struct{}), done: make(chan struct{}), outDone: make(chan struct{}), cmdFile: cmdFile}
+	p := &execProc{env: e, cmd: cmd, out: r, changed: make(chan struct{}), done: make(chan struct{}), outDone: make(chan struct{})}
 	if spec.Stdin {
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			return nil, err
@@ -110,9 +113,6 @@ func (e *execEnv) Start(ctx context.Context, spec env.Spec) (env.Process, error)
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
-		if cmdFile != "" {
-			os.Remove(cmdFile)
-		}
 		return nil, fmt.Errorf("exec: start: %w", err)
 	}
 	w.Close()
@@ -156,12 +156,11 @@ func (e *execEnv) Close() error {
 }
 
 type execProc struct {
-	env     *execEnv
-	cmd     *exec.Cmd
-	cmdFile string // a long command's file, removed at the end; "" for none
-	pgid    int
-	out     *os.File
-	stdin   io.WriteCloser
+	env   *execEnv
+	cmd   *exec.Cmd
+	pgid  int
+	out   *os.File
+	stdin io.WriteCloser
 
 	mu          sync.Mutex
 	buf         []byte
@@ -198,9 +197,6 @@ func (p *execProc) readLoop() {
 
 func (p *execProc) waitLoop() {
 	err := p.cmd.Wait()
-	if p.cmdFile != "" {
-		os.Remove(p.cmdFile)
-	}
 	st := env.Exited(0)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
