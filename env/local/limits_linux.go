@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -144,10 +143,8 @@ func (s *system) setCeiling(stateDir string, l env.Limits) error {
 	name := ceilingName(stateDir)
 	for _, lc := range limitControllers {
 		if ls.v2[lc.controller] && s.cgroupBase != "" {
-			for _, f := range limitFilesV2(lc.controller, &l) {
-				if err := os.WriteFile(filepath.Join(s.cgroupBase, f.name), []byte(f.value), 0); err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
-					return fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err))
-				}
+			if err := writeLimitFiles(s.cgroupBase, limitFilesV2(lc.controller, &l)); err != nil {
+				return err
 			}
 			continue
 		}
@@ -164,11 +161,8 @@ func (s *system) setCeiling(stateDir string, l env.Limits) error {
 		}
 		// Lifted first, so that a new limit is never refused for being
 		// above an old one (memory under memory+swap).
-		files := append(unlimitedFiles(lc.controller), limitFiles(lc.controller, &l)...)
-		for _, f := range files {
-			if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0); err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
-				return fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err))
-			}
+		if err := writeLimitFiles(dir, append(unlimitedFiles(lc.controller), limitFiles(lc.controller, &l)...)); err != nil {
+			return err
 		}
 		sweepStaleCgroups(dir)
 		s.ceiling, s.ceilingLimits = name, l
@@ -185,29 +179,19 @@ func (s *system) dropCeiling() {
 	if s.ceiling == "" || s.limits == nil {
 		return
 	}
-	deadline := time.Now().Add(ceilingDropWait)
+	deadline := time.Now().Add(cgroupRemoveWait)
 	for _, base := range s.limits.v1 {
 		dir := filepath.Join(base, s.ceiling)
-		for {
-			if subs, err := os.ReadDir(dir); err == nil {
-				for _, sub := range subs {
-					if sub.IsDir() && validID(sub.Name()) {
-						_ = os.Remove(filepath.Join(dir, sub.Name()))
-					}
+		if subs, err := os.ReadDir(dir); err == nil {
+			for _, sub := range subs {
+				if sub.IsDir() && validID(sub.Name()) {
+					removeCgroup(filepath.Join(dir, sub.Name()), deadline)
 				}
 			}
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		removeCgroup(dir, deadline)
 	}
 }
-
-// ceilingDropWait bounds dropCeiling's wait for cgroups the kernel did not
-// let go yet (processes that outlive their supervisor keep theirs).
-const ceilingDropWait = 2 * time.Second
 
 // unlimitedFiles lift a v1 controller's limit (an earlier ceiling's),
 // memory+swap first: it may never be below memory alone.
@@ -229,27 +213,32 @@ func findLimits(v2base string) *limitSupport {
 	if v2base != "" {
 		ls.enableV2(v2base)
 	}
-	mounts := v1Mounts()
-	own := ownV1Cgroups()
+	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
+	procCgroup, _ := os.ReadFile("/proc/self/cgroup")
+	_, _, mounts := cgroupMounts(mountinfo)
+	_, own := procCgroups(procCgroup)
 	for _, lc := range limitControllers {
 		if ls.v2[lc.controller] {
 			ls.names = append(ls.names, lc.limit)
 			continue
 		}
-		mount, rel := mounts[lc.controller], own[lc.controller]
-		if mount == "" || rel == "" {
+		m, path := mounts[lc.controller], own[lc.controller]
+		dir := ""
+		if m.mount != "" && path != "" {
+			dir = underMount(m.mount, m.root, path)
+		}
+		if dir == "" {
 			why = append(why, fmt.Sprintf("--%s needs the %s controller in a writable cgroup (v2 delegated to corral, or v1), and this host offers neither", lc.limit, lc.controller))
 			continue
 		}
 		// The base is made at the first limited start (ensureBase), not
 		// here: a supervisor that limits nothing leaves nothing behind in
 		// its cgroup, which its owner may want to remove.
-		own := filepath.Join(mount, rel)
-		if err := unix.Access(own, unix.W_OK); err != nil {
-			why = append(why, fmt.Sprintf("--%s: %s is not writable; run the supervisor as root or in a delegated cgroup", lc.limit, own))
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			why = append(why, fmt.Sprintf("--%s: %s is not writable; run the supervisor as root or in a delegated cgroup", lc.limit, dir))
 			continue
 		}
-		ls.v1[lc.controller] = filepath.Join(own, "corral")
+		ls.v1[lc.controller] = filepath.Join(dir, "corral")
 		ls.names = append(ls.names, lc.limit)
 	}
 	ls.note = strings.Join(why, "; ")
@@ -295,50 +284,6 @@ func (ls *limitSupport) enableV2(base string) {
 	for _, c := range strings.Fields(string(data)) {
 		ls.v2[c] = true
 	}
-}
-
-// v1Mounts maps each v1 controller to its hierarchy's mount point.
-func v1Mounts() map[string]string {
-	m := map[string]string{}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return m
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, after := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(after) < 3 || after[0] != "cgroup" || fields[3] != "/" {
-			continue
-		}
-		for opt := range strings.SplitSeq(after[2], ",") {
-			if _, taken := m[opt]; !taken {
-				m[opt] = fields[4]
-			}
-		}
-	}
-	return m
-}
-
-// ownV1Cgroups maps each v1 controller to this process's cgroup in it.
-func ownV1Cgroups() map[string]string {
-	m := map[string]string{}
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return m
-	}
-	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
-			continue
-		}
-		for c := range strings.SplitSeq(parts[1], ",") {
-			m[c] = parts[2]
-		}
-	}
-	return m
 }
 
 // limitGroups are the cgroups one process's limits were written to.
@@ -402,11 +347,8 @@ func (ls *limitSupport) create(id, v2dir string, l *env.Limits, ceiling string) 
 			}
 			g.v1 = append(g.v1, dir)
 		}
-		for _, f := range files {
-			err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0)
-			if err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
-				return fail(fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err)))
-			}
+		if err := writeLimitFiles(dir, files); err != nil {
+			return fail(err)
 		}
 		if lc.controller == "memory" {
 			if v2 {
@@ -518,20 +460,11 @@ func (g *limitGroups) remove() {
 	if g == nil {
 		return
 	}
-	deadline := time.Now().Add(limitRemoveWait)
+	deadline := time.Now().Add(cgroupRemoveWait)
 	gone := true
 	for _, dir := range g.v1 {
-		for {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-				gone = false
-				break
-			}
-			// Usually a matter of a millisecond or two.
-			time.Sleep(2 * time.Millisecond)
+		if !removeCgroup(dir, deadline) {
+			gone = false
 		}
 	}
 	if gone && g.sys != nil {
@@ -541,10 +474,38 @@ func (g *limitGroups) remove() {
 	}
 }
 
-// limitRemoveWait bounds remove's wait for the kernel to let a limit
-// cgroup go; one still populated (members that outlived the leader) is
-// left to sweepStaleCgroups.
-const limitRemoveWait = time.Second
+// cgroupRemoveWait bounds the wait for the kernel to let an empty cgroup
+// go; one still populated (members that outlived the leader, or their
+// supervisor) is left to sweepStaleCgroups.
+const cgroupRemoveWait = time.Second
+
+// removeCgroup removes the cgroup dir, trying again until deadline while
+// the kernel has not let it go yet (EBUSY: usually a millisecond or two
+// after its last member was reaped). It reports whether dir is gone.
+func removeCgroup(dir string, deadline time.Time) bool {
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// writeLimitFiles writes files into the cgroup dir, in order; an optional
+// one the kernel does not have is skipped.
+func writeLimitFiles(dir string, files []limitFile) error {
+	for _, f := range files {
+		err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0)
+		if err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("set %s=%s: %w", f.name, f.value, unwrapPath(err))
+		}
+	}
+	return nil
+}
 
 // removeFor deletes the v1 cgroups of process id, wherever they were made
 // (by this supervisor or its shim server).
@@ -552,15 +513,13 @@ func (ls *limitSupport) removeFor(id, ceiling string) {
 	if ls == nil || !validID(id) {
 		return
 	}
-	g := &limitGroups{}
+	deadline := time.Now().Add(cgroupRemoveWait)
 	for _, base := range ls.v1 {
-		for _, dir := range []string{filepath.Join(base, id), filepath.Join(base, ceiling, id)} {
-			if (ceiling != "" || dir == filepath.Join(base, id)) && fileExists(dir) {
-				g.v1 = append(g.v1, dir)
-			}
+		removeCgroup(filepath.Join(base, id), deadline)
+		if ceiling != "" {
+			removeCgroup(filepath.Join(base, ceiling, id), deadline)
 		}
 	}
-	g.remove()
 }
 
 func unwrapPath(err error) error {

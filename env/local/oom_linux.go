@@ -124,23 +124,8 @@ func killedStatus(st env.ExitStatus) bool {
 // hierarchy's cgroup of ours. On a hybrid host only one of the two has
 // the memory controller.
 func findOOMRecord(own, mounts []byte, v2dir string) string {
-	v2mount, v2root, v1mount, v1root := cgroupMounts(mounts)
-	var v1path, v2path string
-	for line := range strings.SplitSeq(string(own), "\n") {
-		// hierarchy-ID:controller-list:path; the path may hold colons.
-		_, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		ctrls, path, ok := strings.Cut(rest, ":")
-		switch {
-		case !ok:
-		case ctrls == "" && strings.HasPrefix(line, "0::"):
-			v2path = path
-		case hasController(ctrls, "memory"):
-			v1path = path
-		}
-	}
+	v2mount, v2root, v1 := cgroupMounts(mounts)
+	v2path, v1paths := procCgroups(own)
 	if v2mount != "" {
 		dir := v2dir
 		if dir == "" && v2path != "" {
@@ -157,8 +142,8 @@ func findOOMRecord(own, mounts []byte, v2dir string) string {
 			dir = filepath.Dir(dir)
 		}
 	}
-	if v1mount != "" && v1path != "" {
-		if dir := underMount(v1mount, v1root, v1path); dir != "" {
+	if m, path := v1["memory"], v1paths["memory"]; m.mount != "" && path != "" {
+		if dir := underMount(m.mount, m.root, path); dir != "" {
 			f := filepath.Join(dir, "memory.oom_control")
 			if _, err := os.Stat(f); err == nil {
 				return f
@@ -181,10 +166,38 @@ func underMount(mount, root, path string) string {
 	return filepath.Join(mount, path)
 }
 
-// cgroupMounts finds, in mountinfo, the cgroup2 mount and the cgroup v1
-// mount that has the memory controller, with the cgroup each mount shows
+// procCgroups reads /proc/PID/cgroup's content: the cgroup v2 path, and
+// each v1 controller's path.
+func procCgroups(own []byte) (v2path string, v1 map[string]string) {
+	v1 = map[string]string{}
+	for line := range strings.SplitSeq(string(own), "\n") {
+		// hierarchy-ID:controller-list:path; the path may hold colons.
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		ctrls, path, ok := strings.Cut(rest, ":")
+		switch {
+		case !ok:
+		case ctrls == "" && strings.HasPrefix(line, "0::"):
+			v2path = path
+		default:
+			for c := range strings.SplitSeq(ctrls, ",") {
+				v1[c] = path
+			}
+		}
+	}
+	return v2path, v1
+}
+
+// v1Mount is a cgroup v1 hierarchy's mount point and the cgroup it shows
 // as its root.
-func cgroupMounts(mountinfo []byte) (v2mount, v2root, v1mount, v1root string) {
+type v1Mount struct{ mount, root string }
+
+// cgroupMounts finds, in mountinfo, the cgroup2 mount and each v1
+// controller's mount, with the cgroup each mount shows as its root.
+func cgroupMounts(mountinfo []byte) (v2mount, v2root string, v1 map[string]v1Mount) {
+	v1 = map[string]v1Mount{}
 	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
@@ -199,20 +212,15 @@ func cgroupMounts(mountinfo []byte) (v2mount, v2root, v1mount, v1root string) {
 		switch {
 		case post2[0] == "cgroup2" && v2mount == "":
 			v2mount, v2root = unescapeMount(fields[4]), unescapeMount(fields[3])
-		case post2[0] == "cgroup" && v1mount == "" && len(post2) >= 3 && hasController(post2[2], "memory"):
-			v1mount, v1root = unescapeMount(fields[4]), unescapeMount(fields[3])
+		case post2[0] == "cgroup" && len(post2) >= 3:
+			for c := range strings.SplitSeq(post2[2], ",") {
+				if _, taken := v1[c]; !taken {
+					v1[c] = v1Mount{unescapeMount(fields[4]), unescapeMount(fields[3])}
+				}
+			}
 		}
 	}
-	return v2mount, v2root, v1mount, v1root
-}
-
-func hasController(list, name string) bool {
-	for c := range strings.SplitSeq(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
+	return v2mount, v2root, v1
 }
 
 // readOOMKills reads the oom_kill count of a memory.events or
