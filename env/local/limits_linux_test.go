@@ -148,7 +148,10 @@ func TestCeilingHoldsForTenProcesses(t *testing.T) {
 	assert.GreaterOrEqual(t, oom, 7, "at most 2 processes of 40 MB fit under a 100M ceiling")
 	if data, err := os.ReadFile(filepath.Join(memCeiling, "memory.max_usage_in_bytes")); err == nil {
 		n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-		assert.LessOrEqual(t, n, int64(100<<20), "the ceiling cgroup's peak")
+		// The kernel's peak may pass the limit by a page or so before
+		// reclaim and the OOM killer act (a CI run saw 4 KiB); without the
+		// ceiling, ten 40 MB processes would reach 400 MB.
+		assert.LessOrEqual(t, n, int64(101<<20), "the ceiling cgroup's peak")
 	}
 
 	procs = procs[:0]
