@@ -96,11 +96,18 @@ func (l Limits) String() string {
 // suffix (512M, 2G, 1.5g, 100MiB); the suffixes are powers of 1024, as
 // docker's --memory reads them.
 func ParseSize(s string) (int64, error) {
-	n, err := units.RAMInBytes(strings.TrimSpace(s))
+	n, err := parseBytes(s)
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("size %q: give a number of bytes or one with a suffix, such as 512M or 2G", clipValue(s))
 	}
 	return n, nil
+}
+
+// parseBytes reads a number of bytes, bare or with a binary suffix (K, M,
+// G, T, P, with or without "iB"/"B"), as docker's --memory does; never
+// negative.
+func parseBytes(s string) (int64, error) {
+	return units.RAMInBytes(strings.TrimSpace(s))
 }
 
 // FormatSize writes n bytes in the largest unit that divides it (2G, 100M,

@@ -2,7 +2,6 @@ package env
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -56,19 +55,9 @@ func ParseLogMax(s string) (int64, error) {
 	if t == "none" || t == "-1" {
 		return -1, nil
 	}
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<50)/mult {
+	n, err := parseBytes(t)
+	if err != nil || n < 0 || n > 1<<50 { // negative: a size past int64
 		return 0, fmt.Errorf("log bound %q: give a size such as 32MiB or 1GiB, 0 for the default (%d MiB) or none", s, DefaultLogMax>>20)
 	}
-	return n * mult, nil
+	return n, nil
 }
