@@ -97,6 +97,32 @@ func (r *Registry) forget(p *proc) {
 	r.stateChanged()
 }
 
+// checkCaps refuses, before anything is registered, what the backend says
+// it cannot do: a readiness condition it cannot check (it would never
+// hold), a limit it does not enforce (accepted and not enforced, it would
+// let a runaway through). The backend is opened once for both; one that
+// cannot be opened fails the start later, with its own error.
+func (r *Registry) checkCaps(ctx context.Context, backend string, ready *ReadyOptions, limits *env.Limits) error {
+	if ready == nil && limits == nil {
+		return nil
+	}
+	e, err := r.environment(ctx, backend)
+	if err != nil {
+		return nil
+	}
+	if ready != nil {
+		if err := checkReadyCaps(e, ready); err != nil {
+			return fmt.Errorf("registry: start: %w", err)
+		}
+	}
+	if limits != nil {
+		if err := env.CheckLimits(backend, e.Capabilities(), *limits); err != nil {
+			return fmt.Errorf("registry: start: %w", err)
+		}
+	}
+	return nil
+}
+
 // startHow is what differs between Start and Run's starts.
 type startHow struct {
 	detach     bool       // where the backend can re-attach
@@ -160,23 +186,9 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 	if opts.Ready != nil {
 		ro := *opts.Ready
 		opts.Ready = &ro
-		// Refused before anything is registered: a condition the backend
-		// cannot check would never hold.
-		if e, err := r.environment(ctx, opts.Backend); err == nil {
-			if err := checkReadyCaps(e, opts.Ready); err != nil {
-				return nil, fmt.Errorf("registry: start: %w", err)
-			}
-		}
 	}
-	if spec.Limits != nil {
-		// Refused before anything is registered: a limit accepted and not
-		// enforced would let a runaway through. A backend that cannot be
-		// opened fails the start below, with its own error.
-		if e, err := r.environment(ctx, opts.Backend); err == nil {
-			if err := env.CheckLimits(opts.Backend, e.Capabilities(), *spec.Limits); err != nil {
-				return nil, fmt.Errorf("registry: start: %w", err)
-			}
-		}
+	if err := r.checkCaps(ctx, opts.Backend, opts.Ready, spec.Limits); err != nil {
+		return nil, err
 	}
 	opts.Labels = maps.Clone(opts.Labels)
 	opts.Env = spec.Env
