@@ -45,6 +45,19 @@ const (
 	MinPidsLimit   = 10
 )
 
+// CPUPeriod is the period, in microseconds, a CPU quota is given per: the
+// kernel's default CFS period (cpu.cfs_period_us, cpu.max).
+const CPUPeriod = 100000
+
+// CPUQuota is CPUs as microseconds of CPU per CPUPeriod, at least the
+// kernel's minimum of 1 ms; 0 without a CPU limit.
+func (l Limits) CPUQuota() int64 {
+	if l.CPUs == 0 {
+		return 0
+	}
+	return max(int64(l.CPUs*CPUPeriod+0.5), 1000)
+}
+
 // IsZero reports whether no limit is set.
 func (l Limits) IsZero() bool { return l == Limits{} }
 

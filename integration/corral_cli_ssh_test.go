@@ -76,6 +76,19 @@ func TestCorralRunSSH(t *testing.T) {
 		}
 	})
 
+	t.Run("memory limit is an OOM kill named as one", func(t *testing.T) {
+		t.Parallel()
+		// The test sshd logs in as the user running the tests: root in CI,
+		// who may write the host's cgroups.
+		if os.Geteuid() != 0 && os.Getenv("CORRAL_REQUIRE_LIMITS") != "1" {
+			t.Skip("per-process limits over ssh need a user who may write a cgroup: run as root, or set CORRAL_REQUIRE_LIMITS=1 to fail instead")
+		}
+		r := runCorralEnv(t, bin, known, nil, "run", "--backend", srv.Target(), "--memory", "64M", "--pids", "64", "--",
+			"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr "\0" a); echo survived`)
+		require.Truef(t, r.code == 137 && !strings.Contains(r.stdout, "survived"), "exit %d stdout %q stderr %q, want 137", r.code, r.stdout, r.stderr)
+		cliRequireOneLine(t, r.stderr, "out of memory (limit 64M)")
+	})
+
 	t.Run("unknown host is refused with its fingerprint", func(t *testing.T) {
 		t.Parallel()
 		m := proctest.Marker()

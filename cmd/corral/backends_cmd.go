@@ -259,10 +259,15 @@ func limitsWords(have []string, note string) string {
 			missing = append(missing, name)
 		}
 	}
+	how := note
 	if note == "" {
 		note = "this backend enforces no per-process limit"
 	}
 	switch {
+	case len(missing) == 0 && how != "":
+		// With all enforced, a backend's note says how (an ssh host's
+		// cgroup), which doctor shows.
+		return strings.Join(have, ", ") + " (" + how + ")"
 	case len(missing) == 0:
 		return strings.Join(have, ", ")
 	case len(missing) == 3:

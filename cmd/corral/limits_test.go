@@ -89,6 +89,8 @@ func TestHelpSaysLimitsAreHard(t *testing.T) {
 func TestLimitsLines(t *testing.T) {
 	all := []string{env.LimitMemory, env.LimitCPUs, env.LimitPids}
 	assert.Equal(t, "memory, cpus, pids", limitsSummary(env.Capabilities{Limits: all}))
+	assert.Equal(t, "memory, cpus, pids (a cgroup v1 per process tree, under /a /b /c)",
+		limitsSummary(env.Capabilities{Limits: all, LimitsNote: "a cgroup v1 per process tree, under /a /b /c"}), "with all enforced, the note says how")
 	assert.Equal(t, "none: no cgroup v2 here", limitsSummary(env.Capabilities{LimitsNote: "no cgroup v2 here"}))
 	assert.Equal(t, "none: this backend enforces no per-process limit", limitsSummary(env.Capabilities{}))
 	assert.Equal(t, "memory, pids; not cpus: no cpu controller", limitsSummary(env.Capabilities{Limits: []string{env.LimitMemory, env.LimitPids}, LimitsNote: "no cpu controller"}))

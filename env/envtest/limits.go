@@ -111,6 +111,12 @@ func testLimitsPids(t *testing.T, s *suite) {
 	assert.NotContains(t, string(out), "forked 100", "100 processes forked under a limit of 50")
 	assert.NotEqual(t, 0, st.Code, "the shell fails once it cannot fork: %v, output %q", st, clip(out))
 	assert.Contains(t, strings.ToLower(string(out)), "fork", "the shell says it cannot fork: %q", clip(out))
+	// The sleeps it did fork are still the tree's: a kill ends them.
+	if err := p.Signal(s.ctx(t), env.SIGKILL); err != nil && !errors.Is(err, env.ErrExited) {
+		t.Fatalf("Signal(KILL) of what the shell left: %v", err)
+	}
+	s.waitNoSurvivors(t, p)
+	s.waitProcs(t, e, false, m)
 }
 
 // testLimitsCPUs: a busy loop held to 0.2 of a core uses no more than

@@ -375,7 +375,7 @@ func limitFiles(controller string, l *env.Limits) []limitFile {
 		n := strconv.FormatInt(l.Memory, 10)
 		return []limitFile{{"memory.limit_in_bytes", n, false}, {"memory.memsw.limit_in_bytes", n, true}}
 	case controller == "cpu" && l.CPUs != 0:
-		return []limitFile{{"cpu.cfs_period_us", "100000", false}, {"cpu.cfs_quota_us", strconv.FormatInt(cpuQuota(l.CPUs), 10), false}}
+		return []limitFile{{"cpu.cfs_period_us", strconv.Itoa(env.CPUPeriod), false}, {"cpu.cfs_quota_us", strconv.FormatInt(l.CPUQuota(), 10), false}}
 	case controller == "pids" && l.Pids != 0:
 		return []limitFile{{"pids.max", strconv.FormatInt(l.Pids, 10), false}}
 	}
@@ -390,17 +390,11 @@ func limitFilesV2(controller string, l *env.Limits) []limitFile {
 		n := strconv.FormatInt(l.Memory, 10)
 		return []limitFile{{"memory.max", n, false}, {"memory.swap.max", "0", true}, {"memory.oom.group", "1", true}}
 	case controller == "cpu" && l.CPUs != 0:
-		return []limitFile{{"cpu.max", strconv.FormatInt(cpuQuota(l.CPUs), 10) + " 100000", false}}
+		return []limitFile{{"cpu.max", strconv.FormatInt(l.CPUQuota(), 10) + " " + strconv.Itoa(env.CPUPeriod), false}}
 	case controller == "pids" && l.Pids != 0:
 		return []limitFile{{"pids.max", strconv.FormatInt(l.Pids, 10), false}}
 	}
 	return nil
-}
-
-// cpuQuota is cpus in microseconds per 100 ms period, at least the
-// kernel's minimum of 1 ms.
-func cpuQuota(cpus float64) int64 {
-	return max(int64(cpus*100000+0.5), 1000)
 }
 
 // fork runs start (a fork) on a thread placed in g's v1 cgroups, so the

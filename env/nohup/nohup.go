@@ -49,6 +49,7 @@ type Env struct {
 	longPolls  chan struct{} // one token per long poll in flight
 	baseTurn   chan struct{} // one resolution of baseDir at a time
 
+	cgroups   *cgroupState  // what ProbeLimits found; nil before (under mu)
 	residents *residentPool // for a ShellTransport; nil otherwise
 	states    stateBatcher  // Attach's state reads (attach.go)
 
@@ -115,6 +116,7 @@ func (e *Env) Capabilities() env.Capabilities {
 	if !pty {
 		ptyNote = "no PTY: the sandbox has neither util-linux script nor python3; commands run with pipes only"
 	}
+	limits, limitsNote := e.limitCaps()
 	return env.Capabilities{
 		PTY:           pty,
 		Resize:        pty,
@@ -125,7 +127,8 @@ func (e *Env) Capabilities() env.Capabilities {
 		TreeKill:      "pgroup+scan",
 		Ports:         true,
 		CheckURL:      !e.urlCheck.missing.Load(),
-		LimitsNote:    e.limitsNote(),
+		Limits:        limits,
+		LimitsNote:    limitsNote,
 		SandboxLimits: e.opts.SandboxLimits,
 		Notes: []string{
 			ptyNote,
@@ -134,13 +137,6 @@ func (e *Env) Capabilities() env.Capabilities {
 			"ports read from /proc/net/tcp(6) in the tree's network namespace; a port wait looks every 10ms inside the sandbox; URL checks use curl, wget or python3 in the sandbox (CheckURL turns off once a check found none)",
 		},
 	}
-}
-
-func (e *Env) limitsNote() string {
-	if e.opts.LimitsNote != "" {
-		return e.opts.LimitsNote
-	}
-	return "per-process limits inside this sandbox are not enforced (no writable cgroup is used there); limit the sandbox itself"
 }
 
 func (e *Env) checkOpen() error {
@@ -398,7 +394,7 @@ func (e *Env) Start(ctx context.Context, spec env.Spec) (env.Process, error) {
 		command, environ = ptyCmdBody, e.ptyEnviron(spec, pty, base+"/"+id)
 	}
 	line := call("corral_launch", base, id, dir, si, tag, e.opts.Shell, specFile(command, dir, si, tag, spec.Tag, environ), sweep,
-		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind)
+		strconv.FormatInt(e.opts.ChunkSize, 10), e.startSteps, sf, kind, limitArg(spec.Limits))
 	var afterSent bool
 	out, err := e.callThen(ctx, "start", line, after.String(), &afterSent, false)
 	if !afterSent {

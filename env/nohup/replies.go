@@ -45,6 +45,13 @@ var launchRefusals = map[string]launchRefusal{
 	"nofifo": {err: func(e *Env, _ env.Spec, _ string) error {
 		return fmt.Errorf("nohup %s: start: cannot make the stdin FIFO under %s in the sandbox (mkfifo failed): choose a base directory on a filesystem with FIFOs, or start without stdin", e.opts.Name, e.opts.BaseDir)
 	}},
+	"nolimits": {err: func(e *Env, spec env.Spec, detail string) error {
+		var names []string
+		if spec.Limits != nil {
+			names = spec.Limits.Names()
+		}
+		return &env.LimitError{Backend: e.opts.Name, Limits: names, Reason: "the limit cgroup could not be made in the sandbox (" + clipDetail(detail) + "); start without the limit, or fix the cgroup's permissions"}
+	}},
 	"nostart": {err: func(e *Env, _ env.Spec, detail string) error {
 		if why, ok := wrapperRefusals[detail]; ok {
 			return fmt.Errorf("nohup %s: start: %s", e.opts.Name, why)

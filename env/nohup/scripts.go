@@ -51,6 +51,10 @@ var (
 	statsSh string // corral_treestats
 	//go:embed sh/tagged.sh
 	taggedSh string // corral_tagged
+	//go:embed sh/cgroup.sh
+	cgroupSh string // corral_cgprobe, cgmake: per-process limits
+	//go:embed sh/cgjoin.sh
+	cgjoinSh string // cgjoin, cgdrop: the library's, the parent's and the command's
 	//go:embed sh/ptycmd.sh
 	ptyCmdSh string // a terminal's command: execs script
 	//go:embed sh/ptyterm.sh
@@ -77,17 +81,17 @@ var (
 var lib = assembleLib(stripComments)
 
 // assembleParent returns the parent's script with each file passed through
-// prep: the /proc primitives it shares with lib, the armed command in C,
-// then the parent itself.
+// prep: the /proc and cgroup primitives it shares with lib, the armed
+// command in C (which joins the limit cgroups itself), then the parent.
 func assembleParent(prep func(string) string) string {
-	return prep(procSh) + "C=" + shellquote.Quote(prep(commandSh)) + "\n" + prep(parentSh)
+	return prep(procSh) + prep(cgjoinSh) + "C=" + shellquote.Quote(prep(cgjoinSh)+prep(commandSh)) + "\n" + prep(parentSh)
 }
 
 // assembleLib returns lib with each file passed through prep. The order of
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(statsSh) + prep(taggedSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(statsSh) + prep(taggedSh) + prep(cgroupSh) + prep(cgjoinSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 

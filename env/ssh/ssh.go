@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/nohup"
@@ -23,9 +24,7 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 		residents = tr.MaxShells()
 	}
 	e, err := nohup.New(tr, nohup.Options{
-		Name: tr.Name(),
-		LimitsNote: "per-process limits on an SSH host (systemd-run --user --scope, or a delegated cgroup) are not implemented yet; " +
-			"run the command under the host's own limits (ulimit, systemd-run) instead",
+		Name:      tr.Name(),
 		BaseDir:   opts.BaseDir,
 		Residents: residents,
 		LogMax:    opts.LogMax,
@@ -35,6 +34,17 @@ func Open(ctx context.Context, target string, opts Options) (env.Environment, er
 	if err != nil {
 		tr.Close()
 		return nil, fmt.Errorf("ssh: %s: %w", tr.Name(), err)
+	}
+	// Whether --memory, --cpus and --pids can be enforced on the host is
+	// known from here on (Capabilities.Limits). A host that does not
+	// answer now is not refused for it: its limits stay refused, and say
+	// why.
+	if err := e.ProbeLimits(ctx); err != nil {
+		log := opts.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("ssh: cannot tell whether the host takes per-process limits; they are refused", "target", tr.Name(), "err", err)
 	}
 	return e, nil
 }

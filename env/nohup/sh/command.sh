@@ -13,6 +13,7 @@ exec 4<&-
 [ "$r" = run ] || { kill -CONT "$PPID" 2>/dev/null; exit 125; }
 # shellcheck disable=SC1091 # spec is written per process by corral_launch
 . "$d/spec" || exit 125
+cgjoin "$d" || exit 125
 # shellcheck disable=SC2154 # si, wd, tag and cmd come from the spec file sourced above
 if [ "$si" = 1 ]; then exec <"$d/in"; fi
 if [ -n "$wd" ]; then cd "$wd" || exit 126; fi

@@ -42,7 +42,8 @@ detach() {
 	"$d_ss" "$d_ss" "$@"
 }
 
-# corral_launch BASE ID WD SI TAG SH SPEC SWEEP MAX STEPS SF KIND. Output:
+# corral_launch BASE ID WD SI TAG SH SPEC SWEEP MAX STEPS SF KIND LIM.
+# LIM is "-", or the limits as "MEM QUOTA PIDS" (see cgmake). Output:
 # one line "ok CPID CSTART WPID WSTART" (plus " nof" when SF asked for
 # setsid -f and the sandbox's setsid refused it), or an error word; then a
 # report as corral_poll prints it (state, log size, the first MAX log
@@ -72,7 +73,7 @@ corral_launch() {
 	# shellcheck disable=SC2034 # TAG is in the spec; the argument keeps the call's layout
 	base=$1 id=$2 wd=$3 si=$4 tag=$5 sh=$6 spec=$7 sweep=$8 max=$9
 	shift 9
-	steps=$1 sf=$2 kind=$3
+	steps=$1 sf=$2 kind=$3 lim=$4
 	if [ -n "$wd" ] && ! [ -d "$wd" ]; then echo nodir; exit 0; fi
 	findsetsid || { echo nosetsid; exit 0; }
 	[ -x "$sh" ] || { echo noshell; exit 0; }
@@ -127,6 +128,8 @@ corral_launch() {
 	fi
 	printf '%s' "$spec" >"$d/spec" || { echo nostate; exit 0; }
 	oommark "$d"
+	# shellcheck disable=SC2086 # LIM is three numbers, split on purpose
+	if [ "$lim" != - ] && ! cgmake "$d" $lim; then exit 0; fi
 	if [ -n "$r" ]; then
 		# Armed: the wrapper starts the stdin holder, then lets the
 		# command go.

@@ -164,6 +164,9 @@ pw_spin=1000 pw_max=5000 ps_spin=50 ps_max=5000 g_spin=1000 g_max=6000
 	kill -CONT "$p" 2>/dev/null
 	# The stdin holder has nobody left to hold the FIFO for.
 	if [ -n "$h" ]; then kill "$h" 2>/dev/null; fi
+	# The limit cgroups go with the tree; one that still holds a member
+	# (an escapee) is dropped by a later look at the tree.
+	cgsettle "$d"
 ) </dev/null &
 exec >/dev/null
 (
@@ -183,6 +186,7 @@ exec >/dev/null
 	if [ "$mode" = armed ]; then exec "$ss" "$sh" -c "$C" corral-command "$d" "$sh"; fi
 	# shellcheck disable=SC1091 # spec is written per process by corral_launch
 	. "$d/spec" || exit 125
+	cgjoin "$d" || exit 125
 	# shellcheck disable=SC2031 # the command reads the parent's si, not the wrapper's
 	if [ "$si" = 1 ]; then exec <"$d/in"; fi
 	if [ -n "$wd" ]; then cd "$wd" || exit 126; fi

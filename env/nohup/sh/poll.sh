@@ -71,14 +71,15 @@ corral_signal() {
 	else
 		echo exited
 	fi
-	for q in $(tree "$c" "$cst" "$tag"); do kill -"$sig" "$q" 2>/dev/null; done
+	for q in $(tree "$c" "$cst" "$tag" "$d"); do kill -"$sig" "$q" 2>/dev/null; done
 	return 0
 }
 
 # corral_survivors DIR CPID CSTART TAG prints the live PIDs of the tree, one
-# a line.
+# a line; once none is left of an ended tree, its limit cgroups go.
 corral_survivors() {
-	tree "$2" "$3" "$4"
+	s_t=$(tree "$2" "$3" "$4" "$1")
+	if [ -n "$s_t" ]; then echo "$s_t"; elif [ -f "$1/exit" ]; then cgdrop "$1"; fi
 	return 0
 }
 
@@ -102,6 +103,7 @@ corral_remove() {
 	d=$1
 	state "$d" "$2" "$3" "$4" "$5"
 	case $st in running) echo running; return 0 ;; esac
+	cgdrop "$d"
 	{ rm -rf "$d" 2>/dev/null || rm -rf "$d"; } && echo ok
 }
 

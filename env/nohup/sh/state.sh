@@ -154,11 +154,12 @@ readlog() {
 	dd if="$1" bs=65536 skip=$(($2 / 65536)) count=$(((r_in + $3) / 65536 + 1)) 2>/dev/null | tail -c +$((r_in + 1)) | head -c "$3"
 }
 
-# tree CPID CSTART TAG prints the PIDs of the live (non-zombie) processes of
-# the tree: members of the command's process group while the command itself
-# still runs (its PID then names the group for sure), and every process
-# whose environment holds CORRAL_TREE=TAG (setsid and double-fork
-# escapees, which keep the inherited variable). It reads corral_proc in
+# tree CPID CSTART TAG [DIR] prints the PIDs of the live (non-zombie)
+# processes of the tree: members of the command's process group while the
+# command itself still runs (its PID then names the group for sure), every
+# process whose environment holds CORRAL_TREE=TAG (setsid and double-fork
+# escapees, which keep the inherited variable), and the members of DIR's
+# limit cgroup when it has one (which no escapee leaves). It reads corral_proc in
 # place of /proc when set (see proc.sh).
 tree() {
 	t_alive= t_proc=${corral_proc:-/proc}
@@ -171,6 +172,7 @@ tree() {
 				pstat "$q" && [ "$p_pgrp" = "$1" ] && echo "$q"
 			done
 		fi
+		if [ -n "$4" ]; then cgprocs "$4"; fi
 		grep -l -s -F -z -x "CORRAL_TREE=$3" "$t_proc"/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do
 			q=${f#"$t_proc"/}; echo "${q%/environ}"
 		done
