@@ -23,6 +23,8 @@
 //	oom       "COUNT FILE": the count of OOM kills in the command's memory
 //	          cgroup when it started, and the file it was read from (see
 //	          Out of memory)
+//	cg        the process's limit cgroups, one a line, while they exist
+//	          (Spec.Limits; see Per-process limits)
 //	in        stdin FIFO (Spec.Stdin), kept open by a holder process
 //	holder    "PID START" of that holder; stdin-closed marks CloseStdin
 //	parent    "PID START" of the stopped parent (see below)
@@ -93,6 +95,30 @@
 // readable (no cgroup file system mounted at /sys/fs/cgroup, a v1 kernel
 // older than 4.13 without oom_kill, no memory controller) nothing is
 // recorded and OOMKilled is never set.
+//
+// # Per-process limits
+//
+// Spec.Limits is enforced where ProbeLimits (called by env/ssh as it
+// opens) found a cgroup the sandbox's user may write with the memory, cpu
+// and pids controllers (sh/cgroup.sh): in cgroup v1, corral-sh/ID under
+// the shell's own cgroup of each of the three hierarchies; in cgroup v2,
+// corral-sh/ID under the nearest cgroup above the shell's own that hands
+// the three down and that the user may write (a delegated subtree, or
+// root's). The launch makes the cgroups and writes the limits (memory,
+// with swap where the kernel accounts it, so that going over is an OOM
+// kill, never swapping or throttling alone; the CPU quota per 100 ms;
+// pids.max) and lists them in cg; the command's own shell joins them just
+// before it execs (sh/cgjoin.sh), so the command and all it forks are in
+// them, and the file oom counts the limit's OOM kills. The tree's
+// cgroup is also part of the tree (see tree in sh/state.sh): a process
+// that left the session and cleared its environment is still signalled
+// and listed by Survivors. The cgroups are removed by the wrapper once the
+// command was reaped, else, when something of the tree outlived it, by the
+// first look at Survivors that finds nothing left, or by the removal of the
+// process. Without a probe, or where it found none (a container's
+// read-only cgroup mount, a user without a delegated cgroup), a Spec with
+// limits is refused with env.ErrUnsupported and the probe's reason
+// (Capabilities.LimitsNote).
 //
 // # Calls, resident shells and armed spares
 //
