@@ -48,7 +48,7 @@ func TestReplyWordsDeclared(t *testing.T) {
 func TestLaunchRefusalErrors(t *testing.T) {
 	e := &Env{opts: Options{Name: "t", BaseDir: "/base", Shell: "/bin/sh"}}
 	spec := env.Spec{Command: "true", Dir: "/nowhere"}
-	sentinels := map[string]error{"nodir": env.ErrDirNotFound, "nosetsid": env.ErrUnsupported, "noshell": env.ErrUnsupported}
+	sentinels := map[string]error{"nodir": env.ErrDirNotFound, "nosetsid": env.ErrUnsupported, "noshell": env.ErrUnsupported, "nolimits": env.ErrUnsupported}
 	for w := range launchRefusals {
 		r, detail, ok := launchRefused(w + " nocommand")
 		require.True(t, ok, w)

@@ -91,7 +91,7 @@ echo ok
 `)
 		assert.Equal(t, "ok\n", out)
 		// C is a multi-line quoted word: look at it through the parent.
-		out = sh.run(t, parentBody[:strings.Index(parentBody, "\nd=$1 ")]+`
+		out = sh.run(t, parentBody[:strings.Index(parentBody, "\nd=$1 sh=$2 ss=$3 ")]+`
 ( eval "corral_c() {
 $C
 }" ) || exit 3
