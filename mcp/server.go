@@ -293,7 +293,7 @@ func notificationLevel(ev registry.Event) (sdk.LoggingLevel, bool) {
 		return "notice", ev.Type == registry.EventReady || ev.Notify
 	case registry.EventWatchMatch:
 		return "info", true
-	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired, registry.EventRunaway:
+	case registry.EventWatchDisabled, registry.EventSuppressed, registry.EventTTLExpired, registry.EventRunaway, registry.EventWaitingInput:
 		return "warning", true
 	case registry.EventCrashed, registry.EventOOMKilled:
 		return "error", true

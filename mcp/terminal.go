@@ -35,7 +35,7 @@ type TerminalInput struct {
 	Stdin            bool              `json:"stdin,omitempty" jsonschema:"Keep stdin open so that process write, submit and close can feed the command (use with background=true). Without it the command reads no input."`
 	WatchPatterns    []string          `json:"watch_patterns,omitempty" jsonschema:"Substrings to watch the output for (matched per line, escapes stripped); each match becomes an event (rate-limited: one per process per 10 seconds)."`
 	NotifyOnComplete bool              `json:"notify_on_complete,omitempty" jsonschema:"Announce the exit of this background (or yielded) process as an event: a log notification and an entry of process action=events."`
-	Env              map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables for the command, NAME: value. PAGER=cat, GIT_PAGER=cat and PYTHONUNBUFFERED=1 are set unless you set them: no command waits on a pager, and Python output arrives live."`
+	Env              map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables for the command, NAME: value. Pagers and the prompts a tool can skip are switched off unless you set these (PAGER=cat, GIT_PAGER=cat, GH_PAGER=cat, GIT_TERMINAL_PROMPT=0, GH_PROMPT_DISABLED=1, PIP_NO_INPUT=1, DEBIAN_FRONTEND=noninteractive, npm_config_yes=false and more; see corral's docs/mcp.md), and PYTHONUNBUFFERED=1 makes Python output arrive live."`
 	Persist          bool              `json:"persist,omitempty" jsonschema:"Background only: keep the process running after this MCP session ends (by default the session's processes are killed when it ends). A later session lists, polls and kills it by id; it carries the label mcp-persist."`
 	Name             string            `json:"name,omitempty" jsonschema:"Background only: name the process (letters, digits, . _ -, starting with a letter); the name works wherever an id does. If a process of that name still runs the same command in the same workdir, it is reused (reused=true) instead of starting a second one; with another command the start is refused, unless replace=true."`
 	Replace          bool              `json:"replace,omitempty" jsonschema:"With name: kill the process tree holding the name first, then start this command."`
@@ -59,10 +59,6 @@ func (s *Server) workdir(dir string) string {
 	return filepath.Join(s.cfg.Dir, dir)
 }
 
-// agentEnv are the defaults of commands started for an agent: nobody is
-// there to page through output, and a model wants Python's output as it
-// comes. TerminalInput.Env overrides them.
-var agentEnv = []string{"PAGER=cat", "GIT_PAGER=cat", "PYTHONUNBUFFERED=1"}
 
 // TerminalResult is the terminal tool's structured result.
 type TerminalResult struct {
@@ -85,8 +81,13 @@ type TerminalResult struct {
 	// OutputBytes is the total output so far; poll with this offset gets
 	// what comes next.
 	OutputBytes int64 `json:"output_bytes"`
-	// Yielded: yield_after elapsed; the command keeps running.
+	// Yielded: yield_after elapsed, or the command waits for input
+	// (WaitingInput); it keeps running.
 	Yielded bool `json:"yielded,omitempty"`
+	// WaitingInput: the command waits for input (a pty or stdin run
+	// returns as soon as it does): how, and the prompt it printed. Answer
+	// with process submit (or write).
+	WaitingInput *registry.WaitingInput `json:"waiting_input,omitempty"`
 	// Reused: a process of that name was already running the same
 	// command; ID names it and nothing new was started.
 	Reused bool `json:"reused,omitempty"`
@@ -317,7 +318,7 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		Notify:  in.NotifyOnComplete,
 		Labels:  map[string]string{"via": "mcp", SessionLabel: se.id},
 		Environ: s.cfg.Environ,
-		Env:     slices.Clone(agentEnv),
+		Env:     slices.Clone(registry.AgentEnv), // TerminalInput.Env overrides them
 		Limits:  limits,
 		Runaway: runaway,
 	}
@@ -362,9 +363,13 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 	if in.IdleTimeout != nil {
 		run.IdleTimeout = in.IdleTimeout.D
 	}
+	// A command that can read input (pty, stdin) and asks for it returns
+	// at once, running, so that the agent answers instead of waiting for
+	// the timeout.
+	run.YieldOnInput = in.PTY || in.Stdin
 	if in.YieldAfter != nil {
 		run.YieldAfter = in.YieldAfter.D
-	} else {
+	} else if !run.YieldOnInput {
 		// Nobody can be told about the end of a run whose result they are
 		// waiting for; see notificationLevel.
 		run.Notify = false
@@ -384,6 +389,7 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		OmittedBytes: out.Omitted,
 		OutputBytes:  rr.OutputBytes,
 		Yielded:      rr.Yielded,
+		WaitingInput: rr.WaitingInput,
 		Limits:       limitsText(rr.Limits),
 		Reason:       rr.Reason,
 	}
@@ -427,7 +433,14 @@ func terminalFooter(r *TerminalResult) string {
 	case registry.TimedOutTTL:
 		b.WriteString(", killed when its ttl ran out")
 	}
-	if r.Yielded {
+	switch {
+	case r.Yielded && r.WaitingInput != nil:
+		fmt.Fprintf(&b, ", waiting for input (%s)", r.WaitingInput.Kind)
+		if r.WaitingInput.Prompt != "" {
+			fmt.Fprintf(&b, " at %q", r.WaitingInput.Prompt)
+		}
+		b.WriteString(": answer with the process tool (action submit), or kill it")
+	case r.Yielded:
 		b.WriteString(", still running in the background: continue with the process tool")
 	}
 	if r.Reason != "" {

@@ -56,6 +56,10 @@ const (
 	// Summary says what was seen. Once per episode: Info.Runaway stays
 	// set until the condition clears, which re-arms it.
 	EventRunaway EventType = "runaway"
+	// EventWaitingInput: a running process waits for input
+	// (Info.WaitingInput): WaitingInput says how and what it asked. Once
+	// per wait: again only after it read, wrote or was written to.
+	EventWaitingInput EventType = "waiting_input"
 )
 
 // Rate limits of the event stream (see the package documentation).
@@ -107,6 +111,8 @@ type Event struct {
 	Dropped int64 `json:"dropped,omitempty"`
 	// Kill is the outcome of a kill_finished event's kill.
 	Kill *KillResult `json:"kill,omitempty"`
+	// WaitingInput is a waiting_input event's wait.
+	WaitingInput *WaitingInput `json:"waiting_input,omitempty"`
 
 	// consumed is the process's "a caller received the final result"
 	// flag, shared by every copy of an exited event so that the check

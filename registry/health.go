@@ -167,6 +167,7 @@ func (r *Registry) watchHealth(target string, slot *envSlot) {
 	hc, _ := slot.env.(env.HealthChecker)
 	r.goTracked(func() { r.probeLoop(target, slot, hc) })
 	r.watchStats(target, slot)
+	r.watchInput(target, slot)
 }
 
 func (r *Registry) probeLoop(target string, slot *envSlot, hc env.HealthChecker) {

@@ -43,6 +43,7 @@ type proc struct {
 	// stats is what the sampler measured of the tree (stats.go); it has
 	// its own lock, taken inside mu and never around it.
 	stats procStats
+	input inputState // inputwait.go
 }
 
 // procLife is where the process is in its life (lifecycle.go). Its plain
@@ -263,6 +264,9 @@ func (p *proc) infoLocked() Info {
 	}
 	in.Stats = p.stats.current(in.TreeRunning)
 	in.Runaway = in.TreeRunning && p.stats.isRunaway()
+	if p.state == StateRunning {
+		in.WaitingInput = p.input.current()
+	}
 	if p.opts.IdleTimeout > 0 && p.state == StateRunning {
 		in.IdleExpiresAt = time.Unix(0, p.lastOutput.Load()).Add(p.opts.IdleTimeout)
 	}
@@ -379,6 +383,7 @@ func (p *proc) copyOutput(rd io.Reader) error {
 func (p *proc) ingest(b []byte) {
 	p.buf.Write(b)
 	p.lastOutput.Store(time.Now().UnixNano())
+	p.input.clear(false)
 	p.teeMu.Lock()
 	if p.tee != nil {
 		if _, err := p.tee.Write(b); err != nil {

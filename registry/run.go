@@ -39,8 +39,9 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	// foreground process as well: started detached, the next one can
 	// re-attach it to kill it (Recover), where a plain child of the dead
 	// supervisor would run on with nobody able to find it.
+	yields := opts.YieldAfter > 0 || opts.YieldOnInput && (opts.PTY != nil || opts.Stdin)
 	p, err := r.start(ctx, opts.StartOptions, startHow{
-		detach: opts.YieldAfter > 0 || r.ckpt != nil, foreground: opts.YieldAfter == 0, tee: opts.Output, started: opts.Started,
+		detach: yields || r.ckpt != nil, foreground: !yields, tee: opts.Output, started: opts.Started,
 		waiter: true})
 	if p == nil {
 		return RunResult{}, err
@@ -63,6 +64,15 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		defer t.Stop()
 		yieldC = t.C
 	}
+	var inputC <-chan time.Time
+	if opts.YieldOnInput && (opts.PTY != nil || opts.Stdin) {
+		// The watcher marks a wait every inputTick at most: looking at
+		// the mark twice as often adds no delay worth a channel per
+		// process.
+		t := time.NewTicker(inputTick / 2)
+		defer t.Stop()
+		inputC = t.C
+	}
 	var idle *time.Timer
 	if opts.IdleTimeout > 0 {
 		idle = time.NewTimer(opts.IdleTimeout)
@@ -75,13 +85,13 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		select {
 		case <-p.done:
 			return r.result(p), nil
-		case <-yieldC:
-			p.detachTee()
-			res := r.result(p)
-			if !res.State.Final() {
-				res.Yielded = true
+		case <-inputC:
+			if p.input.current() == nil {
+				continue
 			}
-			return res, nil
+			return r.yielded(p), nil
+		case <-yieldC:
+			return r.yielded(p), nil
 		case <-timeoutC:
 			kind = TimedOutTimeout
 		case <-idleC:
@@ -118,6 +128,16 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 		}
 		return res, nil
 	}
+}
+
+// yielded is Run's result for p left running in the background.
+func (r *Registry) yielded(p *proc) RunResult {
+	p.detachTee()
+	res := r.result(p)
+	if !res.State.Final() {
+		res.Yielded = true
+	}
+	return res
 }
 
 // result ends Run's wait on p (leaveWait) and snapshots p for Run's

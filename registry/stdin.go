@@ -21,6 +21,7 @@ func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
 	if _, err := h.Write(ctx, data); err != nil {
 		return p.stdinErr("write to", err)
 	}
+	p.input.clear(true)
 	return nil
 }
 
@@ -38,6 +39,7 @@ func (r *Registry) Submit(ctx context.Context, id, line string) error {
 	if _, err := h.Write(ctx, []byte(line+term)); err != nil {
 		return p.stdinErr("submit to", err)
 	}
+	p.input.clear(true)
 	return nil
 }
 
@@ -73,6 +75,7 @@ func (r *Registry) CloseStdin(ctx context.Context, id string) error {
 	if err := h.CloseStdin(ctx); err != nil {
 		return p.stdinErr("close stdin of", err)
 	}
+	p.input.clear(true)
 	return nil
 }
 

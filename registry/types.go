@@ -85,6 +85,12 @@ type Config struct {
 	// `make bench` can measure what sampling costs against a registry that
 	// does not sample; a supervisor leaves it false.
 	DisableStats bool
+
+	// InputQuiet is how long a process that could read input (a PTY, or
+	// stdin kept open) must have been quiet, with no output and no input,
+	// before it is looked at for waiting on input (Info.WaitingInput).
+	// Default DefaultInputQuiet (1.5 s); negative turns the looks off.
+	InputQuiet time.Duration
 }
 
 // State is a process's lifecycle state. A process moves from starting to
@@ -168,8 +174,11 @@ type Info struct {
 	RunawayOptions *RunawayOptions `json:"runaway_options,omitempty"`
 	// Runaway: a runaway episode is on (a runaway event said what was
 	// seen); false again once the condition clears.
-	Runaway  bool `json:"runaway,omitempty"`
-	Detached bool `json:"detached,omitempty"`
+	Runaway bool `json:"runaway,omitempty"`
+	// WaitingInput: the running process waits for input, and how; nil
+	// otherwise.
+	WaitingInput *WaitingInput `json:"waiting_input,omitempty"`
+	Detached     bool          `json:"detached,omitempty"`
 	// Foreground: started by Run, whose caller waits for it; it ends when
 	// that caller goes away (a daemon client's connection is its lease).
 	Foreground bool      `json:"foreground,omitempty"`
@@ -377,6 +386,12 @@ type RunOptions struct {
 	// the background (0: never). Timeout and IdleTimeout stop applying
 	// once Run has yielded.
 	YieldAfter time.Duration
+	// YieldOnInput returns as soon as the process waits for input
+	// (Info.WaitingInput; a PTY or Stdin is needed for it to), with
+	// Yielded set and the process still running, so that the caller can
+	// answer (Submit, Write) instead of waiting for the timeout. As with
+	// YieldAfter, the process is started as in the background.
+	YieldOnInput bool
 	// Grace is the time between SIGTERM and SIGKILL when a timeout fires
 	// (0: Config.DefaultGrace).
 	Grace time.Duration
@@ -399,8 +414,9 @@ type RunResult struct {
 	Truncated    bool   `json:"truncated,omitempty"`
 	OmittedBytes int64  `json:"omitted_bytes,omitempty"`
 	OmittedAt    int    `json:"omitted_at,omitempty"`
-	// Yielded: YieldAfter elapsed first; the process keeps running in the
-	// background and Info.ID names it.
+	// Yielded: YieldAfter elapsed first, or the process waits for input
+	// (YieldOnInput; Info.WaitingInput says how); the process keeps
+	// running in the background and Info.ID names it.
 	Yielded bool `json:"yielded,omitempty"`
 	// Kill is how the tree was ended when a timeout fired or the context
 	// was cancelled; nil otherwise.
@@ -610,6 +626,9 @@ func (in Info) StateText() string {
 	}
 	if in.KillPending {
 		state += ", kill pending"
+	}
+	if in.WaitingInput != nil && in.State == StateRunning {
+		state += ", waiting for input (" + in.WaitingInput.Kind + ")"
 	}
 	return state
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/acpterm"
+	"github.com/corralhq/corral/registry"
 )
 
 // acpOptions are the flags of `corral acp`.
@@ -100,7 +101,7 @@ func runACP(parent context.Context, o acpOptions, agentArgv []string, stdin io.R
 	}
 	defer svc.Close()
 	terms, err := acpterm.New(acpterm.Config{Service: svc.Service, Backend: o.backend, Dir: svc.Dir, Environ: svc.Environ,
-		Grace: o.grace, Logger: slog.Default()})
+		Env: registry.AgentEnv, Grace: o.grace, Logger: slog.Default()})
 	if err != nil {
 		return &exitError{code: exitCorralError, msg: fmt.Sprintf("acp: %v", err)}
 	}
