@@ -173,6 +173,7 @@ function renderList() {
       const td = cell(tr, (s.row || [])[i] || "", c.key);
       if (c.key === "state") td.className += " state-" + s.state + (s.backend_condition ? " sick" : "");
       if (c.key === "state" && s.runaway) td.append(" ", runawayBadge());
+      if (c.key === "state" && s.waiting_input) td.append(" ", inputBadge(s.waiting_input));
       if (c.key === "command") td.title = td.textContent;
     });
     drawSparks(tr, s);
@@ -229,6 +230,20 @@ function runawayBadge() {
   return b;
 }
 
+// inputBadge marks a process whose Info says waiting_input: it is blocked
+// reading its terminal or stdin, and the prompt it printed is the title.
+function inputBadge(w) {
+  const b = document.createElement("span");
+  b.className = "badge input";
+  b.textContent = "input";
+  b.title = `waits for input (${w.kind})` + (w.prompt ? `: ${w.prompt}` : "") + ": answer in the box below its output";
+  return b;
+}
+
+// focusedWait is the wait (process and since) the input box was last
+// focused for, so that a redraw does not take the focus back.
+let focusedWait = "";
+
 function renderDetail() {
   const s = sessions.get(selected);
   if (!s) return;
@@ -237,6 +252,7 @@ function renderDetail() {
   $("d-state").textContent = text(s, "state") + (s.pty ? " · terminal" : "");
   $("d-state").className = "state-" + s.state + (s.backend_condition ? " sick" : "");
   if (s.runaway) $("d-state").append(" ", runawayBadge());
+  if (s.waiting_input) $("d-state").append(" ", inputBadge(s.waiting_input));
   $("d-cmd").textContent = `${s.backend}: ${text(s, "command")}`;
   // The reason in the registry's words: an OOM kill names the memory
   // limit ("out of memory (limit 100M)"), which the state text cannot.
@@ -247,7 +263,15 @@ function renderDetail() {
   $("b-kill").disabled = !treeRuns;
   $("b-force").disabled = !treeRuns;
   $("b-remove").disabled = treeRuns;
-  $("stdin").hidden = !(s.stdin && !final);
+  $("stdin").hidden = !((s.stdin || s.pty) && !final);
+  // A new wait puts the cursor where the answer goes, once.
+  const wait = s.waiting_input && !final ? `${s.id} ${s.waiting_input.since}` : "";
+  if (wait && wait !== focusedWait) {
+    $("stdin-line").placeholder = s.waiting_input.kind === "password" ? "password (not shown)" : (s.waiting_input.prompt || "answer");
+    $("stdin-line").type = s.waiting_input.kind === "password" ? "password" : "text";
+    $("stdin-line").focus();
+  }
+  focusedWait = wait;
 }
 
 // Sparklines: CPU and MEM over the recent past, beside the figures, for
