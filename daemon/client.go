@@ -664,6 +664,14 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 			if opts.Started != nil {
 				opts.Started(in)
 			}
+		case "waiting_input":
+			var w registry.WaitingInput
+			if err := json.Unmarshal(data, &w); err != nil {
+				return false, err
+			}
+			if opts.OnWaitingInput != nil {
+				opts.OnWaitingInput(w)
+			}
 		case "output":
 			if err := decodeChunk(data, &ch); err != nil {
 				return false, err

@@ -295,6 +295,17 @@ func (e *releasingEnv) TreeStats(ctx context.Context, procs []env.Process) ([]*e
 	return nil, fmt.Errorf("daemon: %s cannot measure its processes: %w", e.Name(), env.ErrUnsupported)
 }
 
+// InputWaits passes the registry's look for input waits (env.InputWatcher)
+// on, which embedding alone would hide: without it the daemon would mark
+// no process waiting_input. An environment without it is reported
+// unsupported, and the registry stops asking.
+func (e *releasingEnv) InputWaits(ctx context.Context, procs []env.Process) ([]*env.InputWait, error) {
+	if iw, ok := e.Environment.(env.InputWatcher); ok {
+		return iw.InputWaits(ctx, procs)
+	}
+	return nil, fmt.Errorf("daemon: %s cannot tell input waits: %w", e.Name(), env.ErrUnsupported)
+}
+
 func (e *releasingEnv) Health(ctx context.Context) env.Health {
 	if hc, ok := e.Environment.(env.HealthChecker); ok {
 		return hc.Health(ctx)

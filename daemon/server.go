@@ -715,6 +715,11 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		defer mu.Unlock()
 		gone = !sse.send("started", in)
 	}
+	opts.OnWaitingInput = func(w registry.WaitingInput) {
+		mu.Lock()
+		defer mu.Unlock()
+		gone = gone || !sse.send("waiting_input", w)
+	}
 	opts.Output = writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -207,6 +207,11 @@ func (p *proc) markWaiting(w *WaitingInput) {
 		return
 	}
 	p.r.log.Info("waiting for input", "id", p.id, "kind", w.Kind)
+	p.teeMu.Lock()
+	if p.onInput != nil {
+		p.onInput(*w)
+	}
+	p.teeMu.Unlock()
 	summary := fmt.Sprintf("%s waits for input (%s)", p.label(), w.Kind)
 	if w.Prompt != "" {
 		summary += ": " + w.Prompt

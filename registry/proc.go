@@ -123,6 +123,8 @@ type procOutput struct {
 
 	teeMu sync.Mutex
 	tee   io.Writer // Run's live output; nil once Run returned
+	// onInput is Run's RunOptions.OnWaitingInput; nil once Run returned.
+	onInput func(WaitingInput)
 }
 
 // procReady is the process's readiness (ready.go). readyAt is guarded by
@@ -402,7 +404,7 @@ func (p *proc) ingest(b []byte) {
 
 func (p *proc) detachTee() {
 	p.teeMu.Lock()
-	p.tee = nil
+	p.tee, p.onInput = nil, nil
 	p.teeMu.Unlock()
 }
 

@@ -42,7 +42,7 @@ func (r *Registry) Run(ctx context.Context, opts RunOptions) (RunResult, error) 
 	yields := opts.YieldAfter > 0 || opts.YieldOnInput && (opts.PTY != nil || opts.Stdin)
 	p, err := r.start(ctx, opts.StartOptions, startHow{
 		detach: yields || r.ckpt != nil, foreground: !yields, tee: opts.Output, started: opts.Started,
-		waiter: true})
+		onInput: opts.OnWaitingInput, waiter: true})
 	if p == nil {
 		return RunResult{}, err
 	}

@@ -125,11 +125,12 @@ func (r *Registry) checkCaps(ctx context.Context, backend string, ready *ReadyOp
 
 // startHow is what differs between Start and Run's starts.
 type startHow struct {
-	detach     bool       // where the backend can re-attach
-	foreground bool       // a Run's caller waits for it (Info.Foreground)
-	tee        io.Writer  // Run's live output
-	started    func(Info) // RunOptions.Started
-	waiter     bool       // the caller waits for the end (Run): counted from registration on
+	detach     bool               // where the backend can re-attach
+	foreground bool               // a Run's caller waits for it (Info.Foreground)
+	tee        io.Writer          // Run's live output
+	started    func(Info)         // RunOptions.Started
+	onInput    func(WaitingInput) // RunOptions.OnWaitingInput
+	waiter     bool               // the caller waits for the end (Run): counted from registration on
 	// reused, when non-nil, lets a named start return the process that
 	// holds the name and runs the same command (set to true then).
 	reused *bool
@@ -203,7 +204,7 @@ func (r *Registry) start(ctx context.Context, opts StartOptions, how startHow) (
 		spec.PTY = &sz
 	}
 	p := r.newProc("", opts, time.Now(), StateStarting)
-	p.watch, p.tee, p.ready = w, how.tee, rd
+	p.watch, p.tee, p.onInput, p.ready = w, how.tee, how.onInput, rd
 	p.foreground, p.envDigest = how.foreground, envDigest(opts.Env)
 	if how.confirm {
 		p.awaitConfirm()

@@ -398,6 +398,10 @@ type RunOptions struct {
 	// Output, when non-nil, receives every output byte as it arrives,
 	// until Run returns. A write error stops only the streaming.
 	Output io.Writer
+	// OnWaitingInput, when non-nil, is called each time the process is
+	// marked waiting for input (see Info.WaitingInput), until Run returns:
+	// a front end whose user cannot answer from where they are says so.
+	OnWaitingInput func(WaitingInput) `json:"-"`
 	// Started, when non-nil, is called once the process runs, before any
 	// of its output reaches Output: the caller learns its ID (to feed
 	// stdin, resize its terminal, or kill it) while Run still blocks.

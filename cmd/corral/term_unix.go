@@ -27,6 +27,16 @@ func terminalSize(w io.Writer) (env.WindowSize, bool) {
 	return env.WindowSize{Rows: ws.Row, Cols: ws.Col}, true
 }
 
+// isTerminal reports whether r is a terminal someone can type on.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
+	return err == nil
+}
+
 // makeRaw puts the terminal r (when it is one) into raw mode, so keys such
 // as Ctrl-C reach a --pty command's own terminal instead of being turned
 // into signals for corral, and returns the function that restores it. ok
