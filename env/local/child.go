@@ -52,6 +52,9 @@ type child struct {
 	in   *stdinWriter
 	pty  *os.File // master; nil for pipes
 	oom  oomCounter
+	// input names the terminal or stdin pipe a read of which is a wait
+	// for input (InputWaits).
+	input inputTarget
 	// limits are the cgroups of the process's env.Limits, removed with
 	// its tree.
 	limits *limitGroups
@@ -110,6 +113,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 			return nil, fmt.Errorf("local: start: pty: %w", err)
 		}
 		c.pty, outRead = master, master
+		c.input = ptyTarget(slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		closeAfterStart = append(closeAfterStart, slave)
 		c.in = newStdinWriter(master, spec.Stdin, true)
@@ -131,6 +135,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 				return nil, fmt.Errorf("local: start: stdin pipe: %w", err)
 			}
 			cmd.Stdin = sr
+			c.input = pipeTarget(sr)
 			closeAfterStart = append(closeAfterStart, sr)
 			c.in = newStdinWriter(sw, true, false)
 		} else {

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package local
+
+import "os"
+
+// inputTarget: input waits are read from /proc, which only Linux has;
+// elsewhere Env does not implement env.InputWatcher.
+type inputTarget struct{}
+
+func ptyTarget(*os.File) inputTarget  { return inputTarget{} }
+func pipeTarget(*os.File) inputTarget { return inputTarget{} }
