@@ -54,7 +54,8 @@ type child struct {
 	oom  oomCounter
 	// input names the terminal or stdin pipe a read of which is a wait
 	// for input (InputWaits).
-	input inputTarget
+	input     inputTarget
+	inputSeen atomic.Pointer[inputSeen]
 	// limits are the cgroups of the process's env.Limits, removed with
 	// its tree.
 	limits *limitGroups

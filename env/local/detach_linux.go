@@ -37,6 +37,8 @@ type detached struct {
 	tree tree
 
 	released atomic.Bool
+	// inputSeen is the last look of InputWaits.
+	inputSeen atomic.Pointer[inputSeen]
 
 	writeMu     sync.Mutex // serialises writes (and their deadlines)
 	mu          sync.Mutex // guards stdin

@@ -21,15 +21,21 @@ const (
 	inputWatchSpell = 3 * time.Second
 )
 
-// idleProcs starts n idle processes: half sleep on a terminal, half wait
-// on their stdin pipe (flagged, the costlier path of a look).
-func idleProcs(b *testing.B, e *Env, n int) []env.Process {
+// idleProcs starts n idle processes, half on a terminal and half with a
+// stdin pipe: sleeping, or (waiting) blocked reading their terminal or
+// pipe, which are flagged and the costlier path of a look.
+func idleProcs(b *testing.B, e *Env, n int, waiting bool) []env.Process {
 	ctx := context.Background()
 	procs := make([]env.Process, 0, n)
+	want := 0
+	command := "sleep 1000"
+	if waiting {
+		command, want = "read v", n
+	}
 	for i := range n {
-		spec := env.Spec{Command: "sleep 1000", PTY: &env.DefaultWindowSize}
+		spec := env.Spec{Command: command, PTY: &env.DefaultWindowSize, Stdin: true}
 		if i%2 == 1 {
-			spec = env.Spec{Command: "read v", Stdin: true}
+			spec.PTY = nil
 		}
 		p, err := e.Start(ctx, spec)
 		require.NoError(b, err)
@@ -53,11 +59,11 @@ func idleProcs(b *testing.B, e *Env, n int) []env.Process {
 				flagged++
 			}
 		}
-		if flagged == n/2 {
+		if flagged == want {
 			return procs
 		}
 		if time.Now().After(deadline) {
-			require.FailNow(b, fmt.Sprintf("%d of %d readers flagged", flagged, n/2))
+			require.FailNow(b, fmt.Sprintf("%d flagged, want %d", flagged, want))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -76,10 +82,22 @@ func cpuTime(b *testing.B) time.Duration {
 // processes in the same run: the supervisor's CPU over a spell without
 // looks (idle-%core), then over a spell of looks (watch-%core), and the
 // difference in percentage points of one core (cost-%core, target <= 1).
-// look-us is one look at all 100.
+// look-us is one look at all 100. The processes sleep (sleeping) or all
+// wait for input (waiting), half on a terminal, half on a stdin pipe.
 func BenchmarkInputWatch(b *testing.B) {
+	for _, waiting := range []bool{false, true} {
+		name := "sleeping"
+		if waiting {
+			name = "waiting"
+		}
+		b.Run(name, func(b *testing.B) { benchInputWatch(b, waiting) })
+	}
+}
+
+func benchInputWatch(b *testing.B, waiting bool) {
 	e := benchEnv(b, !cgroupUsable())
-	procs := idleProcs(b, e, inputWatchProcs)
+	b.Logf("tree mechanism: %s", e.Capabilities().TreeKill)
+	procs := idleProcs(b, e, inputWatchProcs, waiting)
 	ctx := context.Background()
 	pct := func(cpu, wall time.Duration) float64 { return 100 * float64(cpu) / float64(wall) }
 	var idle, watch, wall, looks, lookCPU time.Duration
@@ -114,4 +132,16 @@ func BenchmarkInputWatch(b *testing.B) {
 	b.ReportMetric(pct(watch-idle, wall), "cost-%core")
 	b.ReportMetric(float64(looks.Microseconds())/float64(nLooks), "look-us")
 	b.ReportMetric(float64(lookCPU.Microseconds())/float64(nLooks), "look-cpu-us")
+}
+
+// BenchmarkInputLook is one look at 100 sleeping processes (ns/op).
+func BenchmarkInputLook(b *testing.B) {
+	e := benchEnv(b, !cgroupUsable())
+	procs := idleProcs(b, e, inputWatchProcs, false)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := e.InputWaits(ctx, procs); err != nil {
+			require.FailNow(b, err.Error())
+		}
+	}
 }

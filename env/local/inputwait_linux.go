@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -53,8 +55,13 @@ import (
 // a 32-bit program on a 64-bit kernel is not recognised, and is left
 // unflagged rather than misread.
 //
-// A look reads each member's stat and, for a sleeping member, its
-// syscall file: two small reads a member, in one pass and one goroutine.
+// A look at a process in its own cgroup starts with the cgroup's cpu.stat:
+// when nothing in it has run since the last look, that look still holds
+// (see inputSeen), and one read answers for an idle tree. Otherwise, a
+// look reads each member's syscall file and, only for one asleep in a
+// call that reads or polls, its stat and the descriptors concerned: one
+// small read for most quiet members, in one pass and one goroutine. The
+// state is checked after the call (S: asleep, not a zombie).
 
 var _ env.InputWatcher = (*Env)(nil)
 
@@ -104,6 +111,10 @@ type inputJob struct {
 	master *os.File
 	// leader is the process's PID, for a detached process's terminal.
 	leader int
+	// seen is the handle's last look; usage, once read, the cgroup's CPU
+	// usage this look is stored with.
+	seen  *atomic.Pointer[inputSeen]
+	usage *uint64
 }
 
 // InputWaits implements env.InputWatcher. Handles of another Env,
@@ -117,7 +128,11 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 			c.mu.RUnlock()
 		}
 	}()
+	buf := make([]byte, 4096)
+	now := time.Now()
 	for i, h := range procs {
+		var j inputJob
+		var d *detached
 		switch p := h.(type) {
 		case *child:
 			if p.env != e || p.released.Load() {
@@ -132,26 +147,33 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 			if p.exiting || (p.input == inputTarget{}) {
 				continue
 			}
-			jobs = append(jobs, inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, target: p.input, master: p.pty, leader: p.pid})
+			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, target: p.input, master: p.pty, leader: p.pid, seen: &p.inputSeen}
 		case *detached:
 			if p.env != e || p.released.Load() || (!p.st.PTY && !p.st.Stdin) {
 				continue
 			}
-			t, ok := detachedTarget(p)
+			d = p
+			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, leader: p.st.PID, seen: &p.inputSeen}
+		default:
+			continue
+		}
+		if w, ok := j.cached(now, buf); ok {
+			out[i] = w
+			continue
+		}
+		if d != nil {
+			t, ok := detachedTarget(d)
 			if !ok {
 				continue
 			}
-			jobs = append(jobs, inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, target: t, leader: p.st.PID})
+			j.target = t
 		}
+		jobs = append(jobs, j)
 	}
 	if len(jobs) == 0 {
 		return out, nil
 	}
-	sj := make([]statJob, len(jobs))
-	for k, j := range jobs {
-		sj[k] = j.statJob
-	}
-	members, err := treeMembers(ctx, sj)
+	members, err := inputMembers(ctx, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("local: input waits: %w", err)
 	}
@@ -159,9 +181,138 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("local: input waits: %w", err)
 		}
-		out[j.i] = j.look(members[k])
+		w := j.look(members[k], buf)
+		out[j.i] = w
+		if j.usage != nil {
+			j.seen.Store(&inputSeen{usage: *j.usage, at: now, wait: w})
+		}
 	}
 	return out, nil
+}
+
+// inputSeen is a handle's last look, valid while its cgroup has not run:
+// a process that does not run cannot enter or leave a system call, fork,
+// exit, change its terminal's modes or foreground group, or be given
+// input (a write wakes the reader).
+type inputSeen struct {
+	usage uint64 // the cgroup's cpu.stat usage_usec
+	at    time.Time
+	wait  *env.InputWait
+}
+
+// inputSeenMax bounds how long a look is reused, against what changes
+// without the tree running (another program setting the terminal's modes).
+const inputSeenMax = 5 * time.Second
+
+// cached returns the last look's result when the job's cgroup has not run
+// since; otherwise it notes the cgroup's usage for the look to be stored.
+func (j *inputJob) cached(now time.Time, buf []byte) (*env.InputWait, bool) {
+	cg, ok := j.tree.(*cgroupTree)
+	if !ok {
+		return nil, false
+	}
+	usage, ok := cgroupUsage(cg.dir, buf)
+	if !ok {
+		return nil, false
+	}
+	if prev := j.seen.Load(); prev != nil && prev.usage == usage && now.Sub(prev.at) < inputSeenMax {
+		if prev.wait == nil {
+			return nil, true
+		}
+		w := *prev.wait
+		return &w, true
+	}
+	j.usage = &usage
+	return nil, false
+}
+
+// cgroupUsage reads usage_usec, the CPU time of everything that ran in the
+// cgroup, from its cpu.stat (present with or without the cpu controller).
+func cgroupUsage(dir string, buf []byte) (uint64, bool) {
+	data, err := readProcAll(dir+"/cpu.stat", buf[:0])
+	if err != nil {
+		return 0, false
+	}
+	rest, ok := bytes.CutPrefix(data, []byte("usage_usec "))
+	if !ok {
+		return 0, false
+	}
+	if n := bytes.IndexByte(rest, '\n'); n >= 0 {
+		rest = rest[:n]
+	}
+	v, err := strconv.ParseUint(string(rest), 10, 64)
+	return v, err == nil
+}
+
+// inputMembers lists each job's members. A cgroup's are its cgroup.procs,
+// read bare: look reads each member's stat anyway (and skips zombies), so
+// the survivors' own stat reads would double the cost of a look. Other
+// trees are found as TreeStats finds them, scans in one pass.
+func inputMembers(ctx context.Context, jobs []inputJob) ([][]int, error) {
+	members := make([][]int, len(jobs))
+	var rest []statJob
+	var restAt []int
+	var buf []byte
+	for k, j := range jobs {
+		cg, ok := j.tree.(*cgroupTree)
+		if !ok {
+			rest = append(rest, j.statJob)
+			restAt = append(restAt, k)
+			continue
+		}
+		data, err := readProcAll(cg.dir+"/cgroup.procs", buf[:0])
+		if cgroupGone(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		buf = data
+		for f := range bytes.FieldsSeq(data) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				members[k] = append(members[k], pid)
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return members, nil
+	}
+	found, err := treeMembers(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	for n, k := range restAt {
+		members[k] = found[n]
+	}
+	return members, nil
+}
+
+// readProcAll reads a /proc or cgroup file with bare system calls,
+// appending to buf. os.ReadFile's stat, poller registration and
+// allocations cost several times the read itself on these files, which
+// a look reads for every member of every process.
+func readProcAll(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, max(512, cap(buf)))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // detachedTarget finds a detached process's terminal or stdin from its
@@ -186,9 +337,20 @@ func detachedTarget(d *detached) (inputTarget, bool) {
 }
 
 // look returns how the first member found waiting waits, or nil.
-func (j inputJob) look(pids []int) *env.InputWait {
+func (j inputJob) look(pids []int, buf []byte) *env.InputWait {
 	for _, pid := range pids {
-		st, err := procstat.Read(pid)
+		// The syscall file first: most quiet members sleep in a call that
+		// is no read (a timer, wait4, accept), and one read settles them.
+		dir := "/proc/" + strconv.Itoa(pid)
+		nr, args, ok := readSyscall(dir+"/syscall", buf)
+		if !ok || sysKinds[nr] == sysNone {
+			continue
+		}
+		data, err := readProcAll(dir+"/stat", buf[:0])
+		if err != nil {
+			continue
+		}
+		st, err := procstat.Parse(data)
 		if err != nil || st.State != 'S' {
 			continue
 		}
@@ -196,7 +358,7 @@ func (j inputJob) look(pids []int) *env.InputWait {
 		if !onTTY && j.target.pipe.zero() {
 			continue
 		}
-		fd, ok := j.readsInput(pid, st, onTTY)
+		fd, ok := j.readsInput(dir, nr, args, st, onTTY)
 		if !ok {
 			continue
 		}
@@ -212,14 +374,10 @@ func (j inputJob) look(pids []int) *env.InputWait {
 	return nil
 }
 
-// readsInput reports whether pid sleeps reading, or waiting to read, the
-// target (the terminal only when onTTY), and on which descriptor.
-func (j inputJob) readsInput(pid int, st procstat.Stat, onTTY bool) (int, bool) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	nr, args, ok := readSyscall(dir + "/syscall")
-	if !ok {
-		return 0, false
-	}
+// readsInput reports whether the process at dir, asleep in system call nr
+// with args, reads or waits to read the target (the terminal only when
+// onTTY), and on which descriptor.
+func (j inputJob) readsInput(dir string, nr int, args [6]uint64, st procstat.Stat, onTTY bool) (int, bool) {
 	is := func(fd int) bool { return fd >= 0 && j.isInput(dir, fd, st, onTTY) }
 	switch sysKinds[nr] {
 	case sysRead:
@@ -258,16 +416,13 @@ func (j inputJob) matches(mode uint32, rdev uint64, id fileID, st procstat.Stat,
 // readSyscall parses /proc/PID/syscall: the number and the six arguments
 // of the system call the task sleeps in; false when it runs or is not in
 // one.
-func readSyscall(path string) (int, [6]uint64, bool) {
+func readSyscall(path string, buf []byte) (int, [6]uint64, bool) {
 	var args [6]uint64
-	var buf [256]byte
-	f, err := os.Open(path)
+	data, err := readProcAll(path, buf[:0])
 	if err != nil {
 		return 0, args, false
 	}
-	n, _ := f.Read(buf[:])
-	_ = f.Close()
-	fields := bytes.Fields(buf[:n])
+	fields := bytes.Fields(data)
 	if len(fields) < 7 {
 		return 0, args, false // "running", or "-1 SP PC" outside a call
 	}

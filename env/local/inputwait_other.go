@@ -8,5 +8,8 @@ import "os"
 // elsewhere Env does not implement env.InputWatcher.
 type inputTarget struct{}
 
+// inputSeen is the last look, which only Linux takes.
+type inputSeen struct{}
+
 func ptyTarget(*os.File) inputTarget  { return inputTarget{} }
 func pipeTarget(*os.File) inputTarget { return inputTarget{} }
