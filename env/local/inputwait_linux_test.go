@@ -111,6 +111,10 @@ print("Poll name? ", end="", flush=True); p.poll(); input()`
 			answer: []step{{"bob\n", answered}}},
 		{name: "bash read -p", needs: []string{"bash"}, command: tail(`bash -c 'read -p "Bash name? " v'`), mode: "pty", prompt: "Bash name? ", kind: env.InputLine,
 			answer: []step{{"bob\n", answered}}},
+		// Quiet, then a prompt: the looks during the sleep must not hide
+		// the read that follows.
+		{name: "read after a sleep", command: tail(`echo Later-ready; sleep 1; read -p "Later? " v`), mode: "pty", prompt: "Later-ready", kind: env.InputLine,
+			answer: []step{{"bob\n", answered}}},
 		{name: "python input pty", needs: []string{"python3"}, command: tail(`python3 -c 'input("Py name? ")'`), mode: "pty", prompt: "Py name? ", kind: env.InputLine,
 			answer: []step{{"bob\n", answered}}},
 		{name: "python input pipe", needs: []string{"python3"}, command: tail(`python3 -c 'input("Py name? ")'`), mode: "pipe", prompt: "Py name? ", kind: env.InputPipe,
@@ -161,7 +165,11 @@ func specFor(command, mode string) env.Spec {
 // backend: each is flagged, with its kind, within 3 s of its prompt, and
 // no longer once answered.
 func TestInputWaitsPositive(t *testing.T) {
-	e := newTestEnv(t, !cgroupUsable())
+	mechanisms(t, testInputWaitsPositive)
+}
+
+func testInputWaitsPositive(t *testing.T, disableCgroup bool) {
+	e := newTestEnv(t, disableCgroup)
 	for _, tc := range inputCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -201,7 +209,14 @@ func TestInputWaitsPositive(t *testing.T) {
 // waiting for input, together in one look at a time, for 5 s: none is
 // ever flagged.
 func TestInputWaitsNegative(t *testing.T) {
-	e := newTestEnv(t, !cgroupUsable())
+	mechanisms(t, func(t *testing.T, disableCgroup bool) {
+		t.Parallel()
+		testInputWaitsNegative(t, disableCgroup)
+	})
+}
+
+func testInputWaitsNegative(t *testing.T, disableCgroup bool) {
+	e := newTestEnv(t, disableCgroup)
 	lock := filepath.Join(t.TempDir(), "lock")
 	lf, err := os.Create(lock)
 	require.NoError(t, err)
