@@ -54,8 +54,8 @@ type child struct {
 	oom  oomCounter
 	// input names the terminal or stdin pipe a read of which is a wait
 	// for input (InputWaits).
-	input     inputTarget
-	inputSeen atomic.Pointer[inputSeen]
+	input      inputTarget
+	inputCache inputCache
 	// limits are the cgroups of the process's env.Limits, removed with
 	// its tree.
 	limits *limitGroups
@@ -223,6 +223,8 @@ func (c *child) wait() {
 	// exit must get ErrExited, and a terminal's master, which stays open
 	// for the output, would otherwise take the bytes.
 	c.in.processExited()
+	// The cgroup's cpu.stat that InputWaits holds goes before Wait returns.
+	c.inputCache.close()
 	close(c.done)
 	c.out.processExited()
 	<-c.out.ended
@@ -406,6 +408,7 @@ func (c *child) Release() error {
 	}
 	c.out.discard()
 	c.in.closeFile()
+	c.inputCache.close()
 	// A released process that still runs stays known to the Env until it
 	// ends: nobody else can stop it, so Env.Close must.
 	select {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -111,9 +113,9 @@ type inputJob struct {
 	master *os.File
 	// leader is the process's PID, for a detached process's terminal.
 	leader int
-	// seen is the handle's last look; usage, once read, the cgroup's CPU
-	// usage this look is stored with.
-	seen  *atomic.Pointer[inputSeen]
+	// cache is the handle's; usage, once read, the cgroup's CPU usage
+	// this look is stored with.
+	cache *inputCache
 	usage *uint64
 }
 
@@ -147,13 +149,13 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 			if p.exiting || (p.input == inputTarget{}) {
 				continue
 			}
-			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, target: p.input, master: p.pty, leader: p.pid, seen: &p.inputSeen}
+			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, target: p.input, master: p.pty, leader: p.pid, cache: &p.inputCache}
 		case *detached:
 			if p.env != e || p.released.Load() || (!p.st.PTY && !p.st.Stdin) {
 				continue
 			}
 			d = p
-			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, leader: p.st.PID, seen: &p.inputSeen}
+			j = inputJob{statJob: statJob{i: i, tree: p.tree, leaderLive: true}, leader: p.st.PID, cache: &p.inputCache}
 		default:
 			continue
 		}
@@ -164,6 +166,8 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 		if d != nil {
 			t, ok := detachedTarget(d)
 			if !ok {
+				// The leader has ended: nothing more to look at.
+				d.inputCache.close()
 				continue
 			}
 			j.target = t
@@ -184,7 +188,7 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 		w := j.look(members[k], buf)
 		out[j.i] = w
 		if j.usage != nil {
-			j.seen.Store(&inputSeen{usage: *j.usage, at: now, wait: w})
+			j.cache.store(&inputSeen{usage: *j.usage, at: now, wait: w})
 		}
 	}
 	return out, nil
@@ -204,6 +208,68 @@ type inputSeen struct {
 // without the tree running (another program setting the terminal's modes).
 const inputSeenMax = 5 * time.Second
 
+// inputCache is a handle's last look and its cgroup's cpu.stat, kept open
+// so that a look at an idle tree is one read: a fresh open and close cost
+// more than the read. The handle closes it once the process has ended or
+// is released; the zero value is ready.
+type inputCache struct {
+	mu     sync.Mutex
+	stat   *os.File
+	closed bool
+	seen   *inputSeen
+}
+
+// usage reads usage_usec, the CPU time of everything that ran in the
+// cgroup at dir, from its cpu.stat (present with or without the cpu
+// controller), and the last look.
+func (c *inputCache) usage(dir string, buf []byte) (uint64, *inputSeen, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, nil, false
+	}
+	if c.stat == nil {
+		f, err := os.Open(dir + "/cpu.stat")
+		if err != nil {
+			return 0, nil, false
+		}
+		c.stat = f
+	}
+	// A read at offset 0 makes the kernel write the file anew.
+	n, err := c.stat.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, nil, false
+	}
+	rest, ok := bytes.CutPrefix(buf[:n], []byte("usage_usec "))
+	if !ok {
+		return 0, nil, false
+	}
+	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	v, err := strconv.ParseUint(string(rest), 10, 64)
+	return v, c.seen, err == nil
+}
+
+func (c *inputCache) store(s *inputSeen) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.seen = s
+	}
+}
+
+func (c *inputCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.seen = nil
+	if c.stat != nil {
+		_ = c.stat.Close()
+		c.stat = nil
+	}
+}
+
 // cached returns the last look's result when the job's cgroup has not run
 // since; otherwise it notes the cgroup's usage for the look to be stored.
 func (j *inputJob) cached(now time.Time, buf []byte) (*env.InputWait, bool) {
@@ -211,11 +277,11 @@ func (j *inputJob) cached(now time.Time, buf []byte) (*env.InputWait, bool) {
 	if !ok {
 		return nil, false
 	}
-	usage, ok := cgroupUsage(cg.dir, buf)
+	usage, prev, ok := j.cache.usage(cg.dir, buf)
 	if !ok {
 		return nil, false
 	}
-	if prev := j.seen.Load(); prev != nil && prev.usage == usage && now.Sub(prev.at) < inputSeenMax {
+	if prev != nil && prev.usage == usage && now.Sub(prev.at) < inputSeenMax {
 		if prev.wait == nil {
 			return nil, true
 		}
@@ -224,24 +290,6 @@ func (j *inputJob) cached(now time.Time, buf []byte) (*env.InputWait, bool) {
 	}
 	j.usage = &usage
 	return nil, false
-}
-
-// cgroupUsage reads usage_usec, the CPU time of everything that ran in the
-// cgroup, from its cpu.stat (present with or without the cpu controller).
-func cgroupUsage(dir string, buf []byte) (uint64, bool) {
-	data, err := readProcAll(dir+"/cpu.stat", buf[:0])
-	if err != nil {
-		return 0, false
-	}
-	rest, ok := bytes.CutPrefix(data, []byte("usage_usec "))
-	if !ok {
-		return 0, false
-	}
-	if n := bytes.IndexByte(rest, '\n'); n >= 0 {
-		rest = rest[:n]
-	}
-	v, err := strconv.ParseUint(string(rest), 10, 64)
-	return v, err == nil
 }
 
 // inputMembers lists each job's members. A cgroup's are its cgroup.procs,

@@ -285,6 +285,7 @@ print("listening", flush=True)
 // processes get nil, in their place among the others.
 func TestInputWaitsOthers(t *testing.T) {
 	e := newTestEnv(t, !cgroupUsable())
+	require.True(t, e.Capabilities().InputWait, "Capabilities().InputWait")
 	other := newTestEnv(t, !cgroupUsable())
 	waiting := start(t, e, env.Spec{Command: "echo ready; read v", Stdin: true})
 	foreign := start(t, other, env.Spec{Command: "echo ready; read v", Stdin: true})
@@ -313,4 +314,44 @@ func TestInputWaitsOthers(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, ws[0])
 	require.NotNil(t, ws[1])
+}
+
+// TestInputWaitsClosesCgroupFile: the cgroup file a look keeps open is
+// closed once the process has ended, and on Release of a detached handle.
+func TestInputWaitsClosesCgroupFile(t *testing.T) {
+	if !cgroupUsable() {
+		t.Skip("cgroup v2 not usable here: no cgroup file is kept open")
+	}
+	e := newTestEnv(t, false)
+	open := func(dir string) bool {
+		fds, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		for _, fd := range fds {
+			if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && target == dir+"/cpu.stat" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, detach := range []bool{false, true} {
+		p := start(t, e, env.Spec{Command: "read v", Stdin: true, Detach: detach})
+		if detach {
+			t.Cleanup(func() { _ = p.Remove(context.Background()) })
+		}
+		var dir string
+		switch h := p.(type) {
+		case *child:
+			dir = h.tree.(*cgroupTree).dir
+		case *detached:
+			dir = h.tree.(*cgroupTree).dir
+		}
+		inputWait(t, e, p)
+		require.True(t, open(dir), "detach=%v: cpu.stat not kept open", detach)
+		require.NoError(t, p.CloseStdin(testCtx(t)))
+		wait(t, p)
+		if detach {
+			require.NoError(t, p.Release())
+		}
+		require.False(t, open(dir), "detach=%v: cpu.stat still open", detach)
+	}
 }

@@ -8,8 +8,10 @@ import "os"
 // elsewhere Env does not implement env.InputWatcher.
 type inputTarget struct{}
 
-// inputSeen is the last look, which only Linux takes.
-type inputSeen struct{}
+// inputCache keeps the last look, which only Linux takes.
+type inputCache struct{}
+
+func (*inputCache) close() {}
 
 func ptyTarget(*os.File) inputTarget  { return inputTarget{} }
 func pipeTarget(*os.File) inputTarget { return inputTarget{} }
