@@ -84,18 +84,26 @@ func cpuTime(b *testing.B) time.Duration {
 // difference in percentage points of one core (cost-%core, target <= 1).
 // look-us is one look at all 100. The processes sleep (sleeping) or all
 // wait for input (waiting), half on a terminal, half on a stdin pipe.
+//
+// Where cgroups are usable they are measured (a look at a tree that has
+// not run is one read of its cpu.stat), and so is the pgroup+scan
+// fallback (scan/sleeping), which walks each tree's descendants at every
+// look.
 func BenchmarkInputWatch(b *testing.B) {
-	for _, waiting := range []bool{false, true} {
-		name := "sleeping"
-		if waiting {
-			name = "waiting"
-		}
-		b.Run(name, func(b *testing.B) { benchInputWatch(b, waiting) })
+	for _, c := range []struct {
+		name             string
+		noCgroup, waitIn bool
+	}{
+		{"sleeping", !cgroupUsable(), false},
+		{"waiting", !cgroupUsable(), true},
+		{"scan/sleeping", true, false},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchInputWatch(b, c.noCgroup, c.waitIn) })
 	}
 }
 
-func benchInputWatch(b *testing.B, waiting bool) {
-	e := benchEnv(b, !cgroupUsable())
+func benchInputWatch(b *testing.B, noCgroup, waiting bool) {
+	e := benchEnv(b, noCgroup)
 	b.Logf("tree mechanism: %s", e.Capabilities().TreeKill)
 	procs := idleProcs(b, e, inputWatchProcs, waiting)
 	ctx := context.Background()

@@ -294,18 +294,23 @@ func (j *inputJob) cached(now time.Time, buf []byte) (*env.InputWait, bool) {
 
 // inputMembers lists each job's members. A cgroup's are its cgroup.procs,
 // read bare: look reads each member's stat anyway (and skips zombies), so
-// the survivors' own stat reads would double the cost of a look. Other
-// trees are found as TreeStats finds them, scans in one pass.
+// the survivors' own stat reads would double the cost of a look. Without a
+// cgroup they are the leader and its descendants, walked down the
+// /proc/PID/task/PID/children lists: a look then costs in proportion to
+// the tree, where the tag scan that finds a tree's escapees too reads every
+// process of the machine (more than 1 % of a core for 100 trees looked at
+// twice a second). A descendant that left the tree by double-forking is
+// not looked at; a prompt is read by the job in the foreground.
 func inputMembers(ctx context.Context, jobs []inputJob) ([][]int, error) {
 	members := make([][]int, len(jobs))
-	var rest []statJob
-	var restAt []int
 	var buf []byte
 	for k, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		cg, ok := j.tree.(*cgroupTree)
 		if !ok {
-			rest = append(rest, j.statJob)
-			restAt = append(restAt, k)
+			members[k], buf = descendants(j.leader, buf)
 			continue
 		}
 		data, err := readProcAll(cg.dir+"/cgroup.procs", buf[:0])
@@ -322,17 +327,31 @@ func inputMembers(ctx context.Context, jobs []inputJob) ([][]int, error) {
 			}
 		}
 	}
-	if len(rest) == 0 {
-		return members, nil
-	}
-	found, err := treeMembers(ctx, rest)
-	if err != nil {
-		return nil, err
-	}
-	for n, k := range restAt {
-		members[k] = found[n]
-	}
 	return members, nil
+}
+
+// maxInputMembers bounds a descendants walk: a prompt's tree is a few
+// processes; a build's may be large, and is not waiting for input.
+const maxInputMembers = 1024
+
+// descendants lists leader and the processes below it, as the main
+// thread of each lists its children.
+func descendants(leader int, buf []byte) ([]int, []byte) {
+	pids := []int{leader}
+	for i := 0; i < len(pids) && len(pids) < maxInputMembers; i++ {
+		p := strconv.Itoa(pids[i])
+		data, err := readProcAll("/proc/"+p+"/task/"+p+"/children", buf[:0])
+		if err != nil {
+			continue
+		}
+		buf = data
+		for f := range bytes.FieldsSeq(data) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, buf
 }
 
 // readProcAll reads a /proc or cgroup file with bare system calls,
