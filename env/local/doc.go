@@ -210,10 +210,13 @@
 // /proc/PID/mem and epoll's fdinfo show; the terminal's ICANON and ECHO
 // give the kind. A tree in its own cgroup that has not run since the last
 // look (cpu.stat's usage_usec, kept open) keeps that look's answer, for at
-// most 5 s. inputwait_linux.go says what is read and why. Limits: only each
-// member's main thread is looked at; a setuid or otherwise non-dumpable
-// program (sudo's password prompt) hides its system call from a
-// supervisor without CAP_SYS_PTRACE and is not flagged.
+// most 5 s; without cgroups a look walks the leader's descendants (not the
+// tag scan, which reads the whole machine). inputwait_linux.go says what
+// is read and why. Limits: only each member's main thread is looked at; a
+// setuid or otherwise non-dumpable program (sudo's password prompt) hides
+// its system call from a supervisor without CAP_SYS_PTRACE and is not
+// flagged; without cgroups, a descendant that double-forked away is not
+// looked at.
 //
 // # Other systems
 //
