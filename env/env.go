@@ -148,6 +148,9 @@ type Capabilities struct {
 	TreeKill string `json:"tree_kill"`
 	// Ports: Processes (and the Environment) implement PortLister.
 	Ports bool `json:"ports,omitempty"`
+	// InputWait: the Environment implements InputWatcher. Plugins do not
+	// carry it yet (their Capabilities message has no field for it).
+	InputWait bool `json:"input_wait,omitempty"`
 	// CheckURL: the Environment implements URLChecker and finds an HTTP
 	// client in its sandbox.
 	CheckURL bool `json:"check_url,omitempty"`

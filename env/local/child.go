@@ -52,6 +52,10 @@ type child struct {
 	in   *stdinWriter
 	pty  *os.File // master; nil for pipes
 	oom  oomCounter
+	// input names the terminal or stdin pipe a read of which is a wait
+	// for input (InputWaits).
+	input      inputTarget
+	inputCache inputCache
 	// limits are the cgroups of the process's env.Limits, removed with
 	// its tree.
 	limits *limitGroups
@@ -110,6 +114,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 			return nil, fmt.Errorf("local: start: pty: %w", err)
 		}
 		c.pty, outRead = master, master
+		c.input = ptyTarget(slave)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		closeAfterStart = append(closeAfterStart, slave)
 		c.in = newStdinWriter(master, spec.Stdin, true)
@@ -131,6 +136,7 @@ func (e *Env) startChild(spec env.Spec) (*child, error) {
 				return nil, fmt.Errorf("local: start: stdin pipe: %w", err)
 			}
 			cmd.Stdin = sr
+			c.input = pipeTarget(sr)
 			closeAfterStart = append(closeAfterStart, sr)
 			c.in = newStdinWriter(sw, true, false)
 		} else {
@@ -217,6 +223,8 @@ func (c *child) wait() {
 	// exit must get ErrExited, and a terminal's master, which stays open
 	// for the output, would otherwise take the bytes.
 	c.in.processExited()
+	// The cgroup's cpu.stat that InputWaits holds goes before Wait returns.
+	c.inputCache.close()
 	close(c.done)
 	c.out.processExited()
 	<-c.out.ended
@@ -400,6 +408,7 @@ func (c *child) Release() error {
 	}
 	c.out.discard()
 	c.in.closeFile()
+	c.inputCache.close()
 	// A released process that still runs stays known to the Env until it
 	// ends: nobody else can stop it, so Env.Close must.
 	select {

@@ -37,6 +37,8 @@ type detached struct {
 	tree tree
 
 	released atomic.Bool
+	// inputCache is the last look of InputWaits.
+	inputCache inputCache
 
 	writeMu     sync.Mutex // serialises writes (and their deadlines)
 	mu          sync.Mutex // guards stdin
@@ -582,6 +584,7 @@ func (d *detached) Release() error {
 		d.stdinF = nil
 	}
 	d.mu.Unlock()
+	d.inputCache.close()
 	d.tree.release()
 	d.env.forgetHandle(d)
 	return nil

@@ -201,6 +201,23 @@
 // shared by its processes: a SIGKILL from elsewhere at the time another
 // of them was OOM-killed reads the same. Elsewhere OOMKilled is never set.
 //
+// # Input waits
+//
+// On Linux Env implements env.InputWatcher (Capabilities.InputWait): a
+// process waits for input when a member of its tree sleeps in a read,
+// poll, select or epoll wait on its terminal (in the terminal's foreground
+// group) or on its stdin pipe, as /proc/PID/syscall, the polled sets in
+// /proc/PID/mem and epoll's fdinfo show; the terminal's ICANON and ECHO
+// give the kind. A tree in its own cgroup that has not run since the last
+// look (cpu.stat's usage_usec, kept open) keeps that look's answer, for at
+// most 5 s; without cgroups a look walks the leader's descendants (not the
+// tag scan, which reads the whole machine). inputwait_linux.go says what
+// is read and why. Limits: only each member's main thread is looked at; a
+// setuid or otherwise non-dumpable program (sudo's password prompt) hides
+// its system call from a supervisor without CAP_SYS_PTRACE and is not
+// flagged; without cgroups, a descendant that double-forked away is not
+// looked at.
+//
 // # Other systems
 //
 // darwin: process groups only (TreeKill "pgroup"), no Detach. windows: a Job

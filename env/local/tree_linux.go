@@ -197,7 +197,7 @@ func (s *system) capabilities() env.Capabilities {
 	c := env.Capabilities{
 		PTY: true, Resize: true, Stdin: true, Reattach: true,
 		ReattachPTY: true, ReplayOutput: false,
-		Ports: true, CheckURL: true,
+		Ports: true, CheckURL: true, InputWait: true,
 		Notes: []string{
 			"output of non-detached processes is a live stream: it can be opened once (ReplayOutput applies to detached processes only)",
 			"detached processes run under one shim server per state directory, which holds their terminals",

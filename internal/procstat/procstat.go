@@ -50,6 +50,11 @@ type Stat struct {
 	State byte   // field 3: R running, S sleeping, D disk sleep, T stopped, Z zombie, X dead, …
 	PPID  int    // field 4: the parent's PID
 	PGID  int    // field 5: the process group
+	// TTY is field 7, the controlling terminal's device number as the
+	// kernel encodes it (unix.Mkdev's encoding), 0 without one; TPGID is
+	// field 8, the foreground process group of that terminal, -1 without.
+	TTY   uint64
+	TPGID int
 	// StartTime is field 22: when the process started, in clock ticks
 	// after boot. With the PID it names the process (see Identity).
 	StartTime uint64
@@ -110,6 +115,8 @@ func Parse(data []byte) (Stat, error) {
 	ppid, err1 := strconv.Atoi(f[1])
 	pgid, err2 := strconv.Atoi(f[2])
 	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	tty, err4 := strconv.ParseInt(f[4], 10, 64)
+	tpgid, err5 := strconv.Atoi(f[5])
 	var times [4]uint64
 	var errs []error
 	for i := range times {
@@ -119,7 +126,7 @@ func Parse(data []byte) (Stat, error) {
 		times[i] = v
 		errs = append(errs, err)
 	}
-	if err := errors.Join(append(errs, err1, err2, err3)...); err != nil {
+	if err := errors.Join(append(errs, err1, err2, err3, err4, err5)...); err != nil {
 		return Stat{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return Stat{
@@ -128,6 +135,8 @@ func Parse(data []byte) (Stat, error) {
 		State:     f[0][0],
 		PPID:      ppid,
 		PGID:      pgid,
+		TTY:       uint64(uint32(tty)),
+		TPGID:     tpgid,
 		StartTime: start,
 		UTime:     times[0],
 		STime:     times[1],

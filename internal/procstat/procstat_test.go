@@ -14,10 +14,10 @@ import (
 )
 
 // statLine is a /proc/PID/stat line as the kernel writes it, for pid with
-// command name comm, state S, parent 1, group 4242, start time 987654,
-// and CPU times (utime, stime, cutime, cstime) 7, 3, 20 and 5 ticks.
+// command name comm, state S, parent 1, group 4242, terminal 34816
+// (/dev/pts/0) with foreground group 4250, start time 987654, and CPU times (utime, stime, cutime, cstime) 7, 3, 20 and 5 ticks.
 func statLine(pid int, comm string) string {
-	return fmt.Sprintf("%d (%s) S 1 4242 4242 0 -1 4194560 99 0 0 0 7 3 20 5 20 0 1 0 987654 1000 10 18446744073709551615\n", pid, comm)
+	return fmt.Sprintf("%d (%s) S 1 4242 4242 34816 4250 4194560 99 0 0 0 7 3 20 5 20 0 1 0 987654 1000 10 18446744073709551615\n", pid, comm)
 }
 
 func TestParse(t *testing.T) {
@@ -41,7 +41,7 @@ func TestParse(t *testing.T) {
 			st, err := procstat.Parse([]byte(statLine(4242, tt.comm)))
 			require.NoError(t, err)
 			assert.Equal(t, procstat.Stat{
-				PID: 4242, Comm: tt.comm, State: 'S', PPID: 1, PGID: 4242, StartTime: 987654,
+				PID: 4242, Comm: tt.comm, State: 'S', PPID: 1, PGID: 4242, TTY: 34816, TPGID: 4250, StartTime: 987654,
 				UTime: 7, STime: 3, CUTime: 20, CSTime: 5,
 			}, st)
 			assert.Equal(t, uint64(35), st.CPU())
@@ -60,13 +60,13 @@ func TestParseMalformed(t *testing.T) {
 		{"closing before opening", "12 )x( S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"},
 		{"short", "12 (x) S 1"},
 		{"pid not a number", statLine(0, "x")[1:]},
-		{"state not one letter", "12 (x) SS 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
+		{"state not one letter", "12 (x) SS 1 4242 4242 34816 4250 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
 		{"ppid not a number", "12 (x) S p 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
 		{"pgid not a number", "12 (x) S 1 g 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000"},
-		{"start time not a number", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 -5 1000"},
-		{"utime not a number", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 u 0 0 0 20 0 1 0 987654 1000"},
-		{"negative cstime", "12 (x) S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 -1 20 0 1 0 987654 1000"},
-		{"name hides the fields", "12 (x S 1 4242 4242 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 )"},
+		{"start time not a number", "12 (x) S 1 4242 4242 34816 4250 4194560 99 0 0 0 0 0 0 0 20 0 1 0 -5 1000"},
+		{"utime not a number", "12 (x) S 1 4242 4242 34816 4250 4194560 99 0 0 0 u 0 0 0 20 0 1 0 987654 1000"},
+		{"negative cstime", "12 (x) S 1 4242 4242 34816 4250 4194560 99 0 0 0 0 0 0 -1 20 0 1 0 987654 1000"},
+		{"name hides the fields", "12 (x S 1 4242 4242 34816 4250 4194560 99 0 0 0 0 0 0 0 20 0 1 0 987654 1000 )"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
