@@ -251,13 +251,26 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 	// the stdin copier may stay blocked in a read, which the exit ends.
 	sideCtx, stopSide := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSide()
+	// Someone can answer a prompt only by typing on corral's stdin, when
+	// it is a terminal and --stdin copies it; otherwise a command that
+	// asks waits for ever, and one line says so (once per wait).
+	var onInput func(registry.WaitingInput)
+	var runID atomic.Value // the process's ID, once it runs
+	if !o.stdin || !isTerminal(stdin) {
+		onInput = func(w registry.WaitingInput) {
+			id, _ := runID.Load().(string)
+			fmt.Fprintln(stderr, waitingInputLine(id, w, o.stdin))
+		}
+	}
 	res, runErr := svc.Run(ctx, registry.RunOptions{
-		StartOptions: start,
-		Timeout:      o.timeout,
-		IdleTimeout:  o.idleTimeout,
-		Grace:        o.grace,
-		Output:       streamOut,
+		StartOptions:   start,
+		Timeout:        o.timeout,
+		IdleTimeout:    o.idleTimeout,
+		Grace:          o.grace,
+		Output:         streamOut,
+		OnWaitingInput: onInput,
 		Started: func(in registry.Info) {
+			runID.Store(in.ID)
 			if o.stdin {
 				go copyStdin(sideCtx, svc, in.ID, stdin)
 			}
@@ -456,4 +469,17 @@ func followTerminalSize(ctx context.Context, svc registry.Service, id string, te
 			}
 		}
 	}
+}
+
+// waitingInputLine is what corral run says of a command that waits for
+// input nobody can give from here.
+func waitingInputLine(id string, w registry.WaitingInput, stdin bool) string {
+	line := "corral: run: " + id + " waits for input (" + w.Kind + ")"
+	if w.Prompt != "" {
+		line += " at " + strconv.Quote(w.Prompt)
+	}
+	if !stdin {
+		return line + " but was started without --stdin, so nothing can answer it: interrupt it, or run it again with --stdin"
+	}
+	return line + " and nothing here can answer it: answer with corral send " + id + " TEXT, or interrupt it"
 }
