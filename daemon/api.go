@@ -121,13 +121,16 @@ type RunRequest struct {
 	StartRequest
 	Timeout    Duration `json:"timeout,omitempty"`
 	YieldAfter Duration `json:"yield_after,omitempty"`
-	Grace      Duration `json:"grace,omitempty"`
+	// YieldOnInput: "end" comes as soon as the process waits for input
+	// (RunOptions.YieldOnInput), which a "waiting_input" event says first.
+	YieldOnInput bool     `json:"yield_on_input,omitempty"`
+	Grace        Duration `json:"grace,omitempty"`
 }
 
 // Options is the request as the registry takes it.
 func (req RunRequest) Options() registry.RunOptions {
 	opts := registry.RunOptions{StartOptions: req.StartRequest.Options(), Timeout: req.Timeout.D(),
-		IdleTimeout: req.IdleTimeout.D(), YieldAfter: req.YieldAfter.D(), Grace: req.Grace.D()}
+		IdleTimeout: req.IdleTimeout.D(), YieldAfter: req.YieldAfter.D(), YieldOnInput: req.YieldOnInput, Grace: req.Grace.D()}
 	opts.StartOptions.IdleTimeout = 0
 	return opts
 }
@@ -138,7 +141,7 @@ func (req RunRequest) Options() registry.RunOptions {
 // shadowed field did.
 func runRequest(opts registry.RunOptions) RunRequest {
 	req := RunRequest{StartRequest: startRequest(opts.StartOptions), Timeout: Duration(opts.Timeout),
-		YieldAfter: Duration(opts.YieldAfter), Grace: Duration(opts.Grace)}
+		YieldAfter: Duration(opts.YieldAfter), YieldOnInput: opts.YieldOnInput, Grace: Duration(opts.Grace)}
 	if opts.IdleTimeout > 0 {
 		req.IdleTimeout = Duration(opts.IdleTimeout)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -97,4 +98,43 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestWaitingInputThroughMCP: a foreground terminal call with a pty
+// returns as soon as its command asks for a password, still running, with
+// the wait and its prompt; a waiting_input notification carries the same;
+// process submit answers, and the command ends with the answer.
+func TestWaitingInputThroughMCP(t *testing.T) {
+	bin := mcpBinary(t)
+	notes := newMCPNotes()
+	h := newDaemonHome(t, bin)
+	cs := mcpConnectEnv(t, bin, h.env, notes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}))
+
+	var r struct {
+		mcpTerminalResult
+		WaitingInput *registry.WaitingInput `json:"waiting_input"`
+	}
+	start := time.Now()
+	res := mcpCall(t, cs, "terminal", map[string]any{"pty": true, "timeout": "60s",
+		"command": `stty -echo; printf 'Password: '; read pw; stty echo; echo; echo "got ${#pw} chars"; exit 4`}, &r)
+	mcpOK(t, res)
+	require.Truef(t, r.Yielded && r.State == "running", "the call returns at the prompt, the command running: %+v", r)
+	require.NotNil(t, r.WaitingInput, "the result says it waits: %+v", r)
+	assert.Equal(t, "password", r.WaitingInput.Kind)
+	assert.Equal(t, "Password: ", r.WaitingInput.Prompt)
+	assert.Contains(t, mcpText(res), `waiting for input (password) at "Password: "`)
+	assert.Less(t, time.Since(start), 30*time.Second, "it did not sit until the timeout")
+
+	ev := notes.await(t, func(ev map[string]any) bool { return ev["type"] == "waiting_input" && ev["id"] == r.ID })
+	w, _ := ev["waiting_input"].(map[string]any)
+	assert.Equal(t, "Password: ", w["prompt"], "the notification carries the prompt: %v", ev)
+
+	mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "submit", "id": r.ID, "data": "s3cret"}, nil))
+	var p mcpPollResult
+	mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": r.ID, "timeout": 20}, &p))
+	require.NotNil(t, p.Status, "the command ended after the answer: %+v", p)
+	assert.Equal(t, 4, p.Status.Code)
 }

@@ -31,7 +31,7 @@ type TerminalInput struct {
 	IdleTimeout      *Duration         `json:"idle_timeout,omitempty" jsonschema:"Kill the tree after this long without any output (foreground or background). Seconds or a duration string."`
 	YieldAfter       *Duration         `json:"yield_after,omitempty" jsonschema:"Foreground only: if the command is still running after this long, return with its output so far and leave it running in the background (yielded=true; continue with the process tool). Seconds or a duration string."`
 	Workdir          string            `json:"workdir,omitempty" jsonschema:"Working directory (default: the server's)."`
-	PTY              bool              `json:"pty,omitempty" jsonschema:"Run on a pseudo-terminal (24x80), for programs that behave differently without one. Escape sequences are stripped from the output you get."`
+	PTY              bool              `json:"pty,omitempty" jsonschema:"Run on a pseudo-terminal (24x80), for programs that behave differently without one; process write and submit type on it. Escape sequences are stripped from the output you get."`
 	Stdin            bool              `json:"stdin,omitempty" jsonschema:"Keep stdin open so that process write, submit and close can feed the command (use with background=true). Without it the command reads no input."`
 	WatchPatterns    []string          `json:"watch_patterns,omitempty" jsonschema:"Substrings to watch the output for (matched per line, escapes stripped); each match becomes an event (rate-limited: one per process per 10 seconds)."`
 	NotifyOnComplete bool              `json:"notify_on_complete,omitempty" jsonschema:"Announce the exit of this background (or yielded) process as an event: a log notification and an entry of process action=events."`
@@ -58,7 +58,6 @@ func (s *Server) workdir(dir string) string {
 	}
 	return filepath.Join(s.cfg.Dir, dir)
 }
-
 
 // TerminalResult is the terminal tool's structured result.
 type TerminalResult struct {
@@ -313,7 +312,8 @@ func (s *Server) terminal(ctx context.Context, req *sdk.CallToolRequest, in Term
 		Backend: s.cfg.Backend,
 		Command: in.Command,
 		Dir:     s.workdir(in.Workdir),
-		Stdin:   in.Stdin,
+		// A terminal nobody can type on leaves a prompt unanswerable.
+		Stdin:   in.Stdin || in.PTY,
 		Watch:   slices.Clone(in.WatchPatterns),
 		Notify:  in.NotifyOnComplete,
 		Labels:  map[string]string{"via": "mcp", SessionLabel: se.id},
