@@ -3,12 +3,10 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/corralhq/corral/internal/testing/syncbuf"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -39,7 +38,7 @@ func TestWaitingInputThroughTheCLI(t *testing.T) {
 	stdinW, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	defer stdinW.Close()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -82,24 +81,6 @@ func TestWaitingInputThroughTheCLI(t *testing.T) {
 		t.Fatalf("corral run did not end after the answer; stdout %q stderr %q", out.String(), errOut.String())
 	}
 	assert.Contains(t, out.String(), "hello corral")
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestWaitingInputThroughMCP: a foreground terminal call with a pty

@@ -119,29 +119,15 @@ func (r *Registry) watchInput(target string, slot *envSlot) {
 	if !ok || r.inputQuiet() < 0 {
 		return
 	}
-	r.goTracked(func() { r.inputLoop(target, slot, iw) })
-}
-
-func (r *Registry) inputLoop(target string, slot *envSlot, iw env.InputWatcher) {
-	t := time.NewTicker(inputTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		r.mu.Lock()
-		current := r.envs[target] == slot
-		r.mu.Unlock()
-		if !current {
-			return // the environment was replaced (reopened) or dropped
-		}
-		if !r.inputRound(target, iw) {
+	r.goTracked(func() {
+		r.everyTick(target, slot, inputTick, func() bool {
+			if r.inputRound(target, iw) {
+				return true
+			}
 			r.log.Debug("the backend cannot tell input waits", "backend", target)
-			return
-		}
-	}
+			return false
+		})
+	})
 }
 
 // inputRound looks at target's candidates in one InputWaits call. It

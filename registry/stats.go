@@ -252,7 +252,21 @@ func (r *Registry) sampleLoop(target string, slot *envSlot, ts env.TreeStatter) 
 		slot.statsUnsupported.Store(true)
 		return
 	}
-	t := time.NewTicker(statsTick)
+	r.everyTick(target, slot, statsTick, func() bool {
+		if r.sampleRound(target, ts) {
+			return true
+		}
+		slot.statsUnsupported.Store(true)
+		r.log.Debug("the backend measures no process trees", "backend", target)
+		return false
+	})
+}
+
+// everyTick calls round every tick while slot is target's environment
+// and the registry runs, until round returns false: the pace of a
+// backend's background looks (stats, input waits).
+func (r *Registry) everyTick(target string, slot *envSlot, tick time.Duration, round func() bool) {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -263,13 +277,8 @@ func (r *Registry) sampleLoop(target string, slot *envSlot, ts env.TreeStatter) 
 		r.mu.Lock()
 		current := r.envs[target] == slot
 		r.mu.Unlock()
-		if !current {
-			return // the environment was replaced (reopened) or dropped
-		}
-		if !r.sampleRound(target, ts) {
-			slot.statsUnsupported.Store(true)
-			r.log.Debug("the backend measures no process trees", "backend", target)
-			return
+		if !current || !round() {
+			return // the environment was replaced (reopened) or dropped, or the round said so
 		}
 	}
 }

@@ -1,14 +1,12 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,32 +15,14 @@ import (
 
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/internal/shellquote"
+	"github.com/corralhq/corral/internal/testing/syncbuf"
 )
 
-// capture collects a process's output as it comes, so a test can wait
-// for a prompt while the terminal stays drained.
-type capture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-func (c *capture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
-func startCapture(t *testing.T, p env.Process) *capture {
+func startCapture(t *testing.T, p env.Process) *syncbuf.Buffer {
 	t.Helper()
 	r, err := p.Output(testCtx(t), 0)
 	require.NoError(t, err)
-	c := &capture{}
+	c := &syncbuf.Buffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -56,7 +36,7 @@ func startCapture(t *testing.T, p env.Process) *capture {
 }
 
 // awaitOutput waits until the output holds s, or fails after d.
-func awaitOutput(t *testing.T, c *capture, s string, d time.Duration) {
+func awaitOutput(t *testing.T, c *syncbuf.Buffer, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !strings.Contains(c.String(), s) {
