@@ -161,7 +161,7 @@ func newEnv(tr nohup.Transport, name, baseDir string, opts Options, log *slog.Lo
 	e, err := nohup.New(tr, nohup.Options{
 		SandboxLimits: sandbox,
 		Name:          SchemeContainer + name,
-		LimitsNote: "per-process limits inside a container need a writable cgroup, which corral does not use yet; " +
+		LimitsNote: "per-process limits inside a container need a cgroup it may write, and a container's cgroup mount is read-only; " +
 			"limit the container itself: docker-image://IMAGE?memory=2G&cpus=1.5&pids=512",
 		BaseDir:   baseDir,
 		ChunkSize: outputChunk,
