@@ -35,6 +35,20 @@ func requireHostLimits(t *testing.T, e env.Environment) {
 	t.Skipf("%s does not enforce per-process limits here (set CORRAL_REQUIRE_LIMITS=1 to fail instead): %s", e.Name(), caps.LimitsNote)
 }
 
+// openLimited opens a test sshd's host, closed at cleanup, and skips t
+// unless it enforces every limit (see requireHostLimits).
+func openLimited(t *testing.T, ctx context.Context) env.Environment {
+	t.Helper()
+	srv := sshtest.Start(t)
+	opts := serverOptions(t, srv)
+	opts.BaseDir = t.TempDir() + "/state"
+	e, err := Open(ctx, srv.Target(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close() })
+	requireHostLimits(t, e)
+	return e
+}
+
 // limitCgroups are the cgroup directories of a limited process: its
 // process directory's name under each base the probe reported.
 func limitCgroups(t *testing.T, e env.Environment, p env.Process) []string {
@@ -60,15 +74,9 @@ func limitCgroups(t *testing.T, e env.Environment, p env.Process) []string {
 // nor the CORRAL_TREE scan finds. Survivors lists it after the leader
 // exited, a kill ends it, and the cgroups go with the tree.
 func TestLimitsHoldEscapees(t *testing.T) {
-	srv := sshtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := serverOptions(t, srv)
-	opts.BaseDir = t.TempDir() + "/state"
-	e, err := Open(ctx, srv.Target(), opts)
-	require.NoError(t, err)
-	defer e.Close()
-	requireHostLimits(t, e)
+	e := openLimited(t, ctx)
 	m := envtest.NewMarker()
 	t.Cleanup(func() { _ = envtest.KillMarked(context.Background(), e, m) })
 
@@ -113,15 +121,9 @@ func TestLimitsHoldEscapees(t *testing.T) {
 // TestLimitsOOMOfALimitedTree: a host that takes limits says how, and
 // one started under them reports an OOM kill as one.
 func TestLimitsOOMOfALimitedTree(t *testing.T) {
-	srv := sshtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := serverOptions(t, srv)
-	opts.BaseDir = t.TempDir() + "/state"
-	e, err := Open(ctx, srv.Target(), opts)
-	require.NoError(t, err)
-	defer e.Close()
-	requireHostLimits(t, e)
+	e := openLimited(t, ctx)
 	caps := e.Capabilities()
 	assert.True(t, slices.Equal(caps.Limits, []string{env.LimitMemory, env.LimitCPUs, env.LimitPids}), "limits %v", caps.Limits)
 	assert.Contains(t, caps.LimitsNote, "per process tree", "the note says how the limits are enforced")
