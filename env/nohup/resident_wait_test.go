@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral/env/nohup"
 	"github.com/corralhq/corral/env/nohup/nohuptest"
+	"github.com/corralhq/corral/internal/shellquote"
 )
 
 // TestResidentPoolWaits: with Wait set, a call that finds every resident
@@ -57,17 +60,26 @@ func TestResidentPoolWaits(t *testing.T) {
 	require.Equal(t, 1, started, "the queued call started a resident of its own")
 	mu.Unlock()
 
-	// All busy for longer than Wait: ErrNoResident.
+	// All busy for longer than Wait: ErrNoResident. The long call says
+	// when it holds the resident (on a loaded machine a call can take
+	// longer than Wait to get it), and only then is another one made.
 	pool.Wait = 20 * time.Millisecond
 	release = make(chan struct{})
+	holding := filepath.Join(t.TempDir(), "holding")
+	script := ": >" + shellquote.Quote(holding) + "; read x <" + fifo(t, release)
 	go func() {
-		_, err := pool.Call(ctx, "", "read x <"+fifo(t, release), "", nil, nil)
-		long <- err
+		for {
+			_, err := pool.Call(ctx, "", script, "", nil, nil)
+			if !errors.Is(err, nohup.ErrNoResident) {
+				long <- err
+				return
+			}
+		}
 	}()
-	require.Eventually(t, func() bool {
-		_, err := pool.Call(ctx, "", "true", "", nil, nil)
-		return errors.Is(err, nohup.ErrNoResident)
-	}, testTimeout, 5*time.Millisecond, "a call with every resident busy beyond Wait")
+	require.Eventually(t, func() bool { _, err := os.Stat(holding); return err == nil },
+		testTimeout, 5*time.Millisecond, "waiting for the long call to hold the resident")
+	_, err := pool.Call(ctx, "", "true", "", nil, nil)
+	require.ErrorIs(t, err, nohup.ErrNoResident, "a call with every resident busy beyond Wait")
 	close(release)
 	require.NoError(t, <-long)
 }
