@@ -68,7 +68,7 @@ func TestBackgroundLikeForeground(t *testing.T) {
 		bg := &bgBackend{h: h, target: "local"}
 		m := cliSleepMarker(t)
 		id := bg.start(t, "sleep "+m+" & echo hi")
-		require.Equal(t, 0, h.run("wait", id).code)
+		require.Equal(t, 0, h.with(t).run("wait", id).code)
 		bg.waitLeftover(t, id, 1)
 		h.crashServe()
 		h.startServe()
@@ -77,7 +77,7 @@ func TestBackgroundLikeForeground(t *testing.T) {
 		assert.True(t, res.AlreadyExited)
 		assert.Equal(t, 1, res.Ended)
 		cliRequireMarkerGone(t, m)
-		require.Equal(t, 0, h.run("wait", "--tree", id).code)
+		require.Equal(t, 0, h.with(t).run("wait", "--tree", id).code)
 	})
 }
 
@@ -89,7 +89,7 @@ type bgBackend struct {
 func (b *bgBackend) start(t *testing.T, command string, flags ...string) string {
 	t.Helper()
 	args := append([]string{"start", "--backend", b.target}, flags...)
-	id := strings.TrimSpace(b.h.mustRun(append(args, "--", command)...))
+	id := strings.TrimSpace(b.h.with(t).mustRun(append(args, "--", command)...))
 	require.True(t, registry.ValidID(id), "start printed %q", id)
 	return id
 }
@@ -97,7 +97,7 @@ func (b *bgBackend) start(t *testing.T, command string, flags ...string) string 
 func (b *bgBackend) info(t *testing.T, id string) registry.Info {
 	t.Helper()
 	var in registry.Info
-	for _, x := range b.h.list("") {
+	for _, x := range b.h.with(t).list("") {
 		if x.ID == id {
 			in = x
 		}
@@ -108,7 +108,7 @@ func (b *bgBackend) info(t *testing.T, id string) registry.Info {
 
 func (b *bgBackend) logs(t *testing.T, id string) string {
 	t.Helper()
-	return b.h.mustRun("logs", id)
+	return b.h.with(t).mustRun("logs", id)
 }
 
 func (b *bgBackend) waitLogs(t *testing.T, id, want string) {
@@ -119,7 +119,7 @@ func (b *bgBackend) waitLogs(t *testing.T, id, want string) {
 func (b *bgBackend) kill(t *testing.T, id string, flags ...string) registry.KillResult {
 	t.Helper()
 	var res []registry.KillResult
-	out := b.h.mustRun(append(append([]string{"kill", "--json"}, flags...), id)...)
+	out := b.h.with(t).mustRun(append(append([]string{"kill", "--json"}, flags...), id)...)
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Len(t, res, 1)
 	return res[0]
@@ -128,7 +128,7 @@ func (b *bgBackend) kill(t *testing.T, id string, flags ...string) registry.Kill
 func (b *bgBackend) waitLeftover(t *testing.T, id string, n int) {
 	t.Helper()
 	waitCond(t, fmt.Sprintf("%s listed with %d left running", id, n), func() bool {
-		ps := b.h.mustRun("ps")
+		ps := b.h.with(t).mustRun("ps")
 		return strings.Contains(ps, id) && strings.Contains(ps, fmt.Sprintf("exited (0), %d left running", n))
 	})
 }
@@ -137,14 +137,14 @@ func (b *bgBackend) waitLeftover(t *testing.T, id string, n int) {
 // the test lacks, and yes | head ends without "Broken pipe".
 func (b *bgBackend) signalDispositions(t *testing.T, baseline envtest.SignalMasks) {
 	id := b.start(t, `exec grep -E '^Sig(Ign|Blk):' /proc/self/status`)
-	require.Equal(t, 0, b.h.run("wait", id).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", id).code)
 	got, err := envtest.ParseSignalMasks(b.logs(t, id))
 	require.NoError(t, err)
 	assert.Zero(t, got.Ignored&^baseline.Ignored, "ignored signals beyond a plain sh -c: %016x", got.Ignored)
 	assert.Zero(t, got.Blocked&^baseline.Blocked, "blocked signals beyond a plain sh -c: %016x", got.Blocked)
 
 	id = b.start(t, "yes | head -n 1")
-	require.Equal(t, 0, b.h.run("wait", id).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", id).code)
 	assert.Equal(t, "y\n", b.logs(t, id), "yes must end by SIGPIPE, quietly")
 }
 
@@ -169,15 +169,15 @@ func (b *bgBackend) trapINT(t *testing.T) {
 func (b *bgBackend) leftovers(t *testing.T) {
 	m := cliSleepMarker(t)
 	id := b.start(t, "sleep "+m+" & echo hi")
-	require.Equal(t, 0, b.h.run("wait", id).code, "wait returns with the leader's exit")
+	require.Equal(t, 0, b.h.with(t).run("wait", id).code, "wait returns with the leader's exit")
 	b.waitLeftover(t, id, 1)
 	cliRequireMarkerRunning(t, m, 1)
 
-	r := b.h.run("rm", id)
+	r := b.h.with(t).run("rm", id)
 	assert.NotEqual(t, 0, r.code)
 	assert.Contains(t, r.stderr, "still run")
 	assert.Contains(t, r.stderr, "corral kill "+id)
-	r = b.h.run("wait", "--tree", "--timeout", "200ms", id)
+	r = b.h.with(t).run("wait", "--tree", "--timeout", "200ms", id)
 	assert.Equal(t, 124, r.code, "wait --tree must wait for the sleep: %+v", r)
 
 	res := b.kill(t, id)
@@ -186,9 +186,9 @@ func (b *bgBackend) leftovers(t *testing.T) {
 	require.NotNil(t, res.Status)
 	assert.Equal(t, env.Exited(0), *res.Status)
 	cliRequireMarkerGone(t, m)
-	require.Equal(t, 0, b.h.run("wait", "--tree", id).code)
-	assert.NotContains(t, b.h.mustRun("ps"), id, "nothing of it runs any more")
-	b.h.mustRun("rm", id)
+	require.Equal(t, 0, b.h.with(t).run("wait", "--tree", id).code)
+	assert.NotContains(t, b.h.with(t).mustRun("ps"), id, "nothing of it runs any more")
+	b.h.with(t).mustRun("rm", id)
 }
 
 // leftoverOutput: what a leftover writes after the leader exited reaches
@@ -196,10 +196,10 @@ func (b *bgBackend) leftovers(t *testing.T) {
 func (b *bgBackend) leftoverOutput(t *testing.T) {
 	gate := fmt.Sprintf("/tmp/corral-bg-gate-%08x", rand.Uint32())
 	id := b.start(t, `(while [ ! -e `+gate+` ]; do sleep 0.02; done; rm -f `+gate+`; echo late) & echo early`)
-	require.Equal(t, 0, b.h.run("wait", id).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", id).code)
 	toucher := b.start(t, "touch "+gate)
-	require.Equal(t, 0, b.h.run("wait", toucher).code)
-	require.Equal(t, 0, b.h.run("wait", "--tree", id).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", toucher).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", "--tree", id).code)
 	assert.Equal(t, "early\nlate\n", b.logs(t, id))
 }
 
@@ -209,11 +209,11 @@ func (b *bgBackend) killAllAndRmForce(t *testing.T) {
 	a := b.start(t, "sleep "+m1+" & echo a", "--label", label)
 	c := b.start(t, "sleep "+m2+" & echo c", "--label", label)
 	for _, id := range []string{a, c} {
-		require.Equal(t, 0, b.h.run("wait", id).code)
+		require.Equal(t, 0, b.h.with(t).run("wait", id).code)
 		b.waitLeftover(t, id, 1)
 	}
 	var res []registry.KillResult
-	out := b.h.mustRun("kill", "--all", "--label", label, "--json")
+	out := b.h.with(t).mustRun("kill", "--all", "--label", label, "--json")
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	ended := map[string]int{}
 	for _, r := range res {
@@ -224,11 +224,11 @@ func (b *bgBackend) killAllAndRmForce(t *testing.T) {
 	cliRequireMarkerGone(t, m2)
 
 	d := b.start(t, "sleep "+m3+" & echo d")
-	require.Equal(t, 0, b.h.run("wait", d).code)
+	require.Equal(t, 0, b.h.with(t).run("wait", d).code)
 	b.waitLeftover(t, d, 1)
-	b.h.mustRun("rm", "--force", d)
+	b.h.with(t).mustRun("rm", "--force", d)
 	cliRequireMarkerGone(t, m3)
-	assert.NotContains(t, b.h.mustRun("ps", "-a"), d)
+	assert.NotContains(t, b.h.with(t).mustRun("ps", "-a"), d)
 }
 
 // killResult: the outer shell dies of TERM, the inner one and its sleep
@@ -244,7 +244,7 @@ func (b *bgBackend) killResult(t *testing.T) {
 	assert.Equal(t, 3, res.Ended, "outer sh, inner sh, sleep: %+v", res)
 	assert.Empty(t, res.Survivors)
 	cliRequireMarkerGone(t, m)
-	line := b.h.mustRun("kill", id)
+	line := b.h.with(t).mustRun("kill", id)
 	assert.Contains(t, line, "already exited")
 }
 
@@ -260,7 +260,7 @@ func (b *bgBackend) noEscalate(t *testing.T) {
 	assert.False(t, res.Escalated)
 	b.waitLogs(t, id, "reloaded\n")
 	assert.Equal(t, registry.StateRunning, b.info(t, id).State)
-	r := b.h.run("kill", "--force", "--no-escalate", id)
+	r := b.h.with(t).run("kill", "--force", "--no-escalate", id)
 	assert.Equal(t, 2, r.code, "contradictory flags are a usage error: %+v", r)
 	res = b.kill(t, id, "--force")
 	assert.Equal(t, registry.StateKilled, res.State)

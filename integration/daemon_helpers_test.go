@@ -104,6 +104,15 @@ func (h *daemonHome) logDaemonLogs() {
 	})
 }
 
+// with is the home as seen from test t: a subtest's failures must end the
+// subtest, and FailNow on the parent's t from a subtest's goroutine only
+// says "subtest may have called FailNow on a parent test".
+func (h *daemonHome) with(t testing.TB) *daemonHome {
+	c := *h
+	c.t = t
+	return &c
+}
+
 // run runs corral with this home's environment.
 func (h *daemonHome) run(args ...string) cliResult {
 	h.t.Helper()
