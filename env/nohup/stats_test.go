@@ -63,18 +63,23 @@ func TestShellTreeStats(t *testing.T) {
 	p.addStats(t, 200, 8000, ioFile(5, 5))
 	p.add(t, 301, statLineCPU(301, "daemon", "S", 1, 301, 3001, [4]int{40, 60, 0, 0}), "X=1", "CORRAL_TREE="+tagB)
 	p.addStats(t, 301, 300, ioFile(4096, 8192))
+	// Sums past 32 bits, in decimal: what a build tree reads and writes.
+	p.add(t, 302, statLineCPU(302, "big", "S", 1, 302, 3002, [4]int{0, 0, 0, 0}), "CORRAL_TREE="+tagB)
+	p.addStats(t, 302, 0, ioFile(5_000_000_000, 9_000_000_000_000))
 	// Tree B's command (300) is gone; tree C's start time is not its
 	// PID's any more (a reused PID: 200 is another program).
 	args := "100 1000 " + tagA + " 300 3000 " + tagB + " 200 9999 " + tagC + "\n"
 	forTestShells(t, func(t *testing.T, sh testShell) {
-		out := sh.run(t, p.libWith("corral_treestats "+args))
-		trees, err := parseStatsReport([]byte(out), 3)
-		require.NoError(t, err, out)
-		assert.Equal(t, []*env.TreeStats{
-			{CPU: (703 + 55 + 10) * 10 * time.Millisecond, RSS: 7000 * 1024, Pids: 3, ReadBytes: 11, WriteBytes: 22, Missing: []string{"io"}},
-			{CPU: 100 * 10 * time.Millisecond, RSS: 300 * 1024, Pids: 1, ReadBytes: 4096, WriteBytes: 8192},
-			nil,
-		}, trees, out)
+		for _, mode := range awkModes {
+			out := sh.run(t, p.libWith(mode+"corral_treestats "+args))
+			trees, err := parseStatsReport([]byte(out), 3)
+			require.NoError(t, err, "%q: %s", mode, out)
+			assert.Equal(t, []*env.TreeStats{
+				{CPU: (703 + 55 + 10) * 10 * time.Millisecond, RSS: 7000 * 1024, Pids: 3, ReadBytes: 11, WriteBytes: 22, Missing: []string{"io"}},
+				{CPU: 100 * 10 * time.Millisecond, RSS: 300 * 1024, Pids: 2, ReadBytes: 4096 + 5_000_000_000, WriteBytes: 8192 + 9_000_000_000_000},
+				nil,
+			}, trees, "%q: %s", mode, out)
+		}
 	})
 }
 

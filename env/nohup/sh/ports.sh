@@ -93,7 +93,7 @@ corral_listeners_all() {
 # order), running commands first; a PID may appear more than once. A tree
 # is tree's (state.sh): the command's process group while the command
 # runs, and the processes tagged CORRAL_TREE=TAG. One pass over /proc
-# (builtins only) finds the groups and one grep the tags, whatever the
+# (pgscan, state.sh) finds the groups and one grep the tags, whatever the
 # number of trees. It sets t_P to the /proc directory.
 t_members() {
 	t_P=${corral_proc:-/proc} t_lead=' ' t_first= t_tags= t_i=0
@@ -109,17 +109,7 @@ t_members() {
 	# The members as IDX:PID words, running commands first (they name
 	# their tree's namespace).
 	t_m=$t_first$(
-		if [ "$t_lead" != ' ' ]; then
-			for f in "$t_P"/[0-9]*/stat; do
-				q=${f#"$t_P"/}
-				q=${q%/stat}
-				if ! pstat "$q" || [ "$p_state" = Z ]; then continue; fi
-				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
-				case $t_lead in *" $p_pgrp:"*) ;; *) continue ;; esac
-				t_x=${t_lead#*" $p_pgrp:"}
-				echo " ${t_x%% *}:$q"
-			done
-		fi
+		if [ "$t_lead" != ' ' ]; then pgscan "$t_lead"; fi
 		set --
 		for t_t in $t_tags; do set -- "$@" -e "${t_t%:*}"; done
 		[ $# -gt 0 ] || exit 0
@@ -148,8 +138,8 @@ t_members() {
 # command runs, and the processes tagged CORRAL_TREE=TAG. Its namespace is
 # its command's while that runs, else another member's, as in
 # corral_listeners; NS is the namespace's inode, or p and the PID it is
-# read through when that cannot be read. One pass over /proc (builtins
-# only) finds the groups, one grep the tags, one stat the namespaces, one
+# read through when that cannot be read. One pass over /proc (pgscan)
+# finds the groups, one grep the tags, one stat the namespaces, one
 # grep the rows of every namespace and one stat the descriptors: no fork
 # per tree, so that listing every process with its ports is one round trip
 # of a few forks. No command lines are sent.

@@ -165,13 +165,7 @@ tree() {
 	t_alive= t_proc=${corral_proc:-/proc}
 	if pstat "$1" && [ "$p_start" = "$2" ] && [ "$p_state" != Z ]; then t_alive=1; fi
 	{
-		if [ -n "$t_alive" ]; then
-			for f in "$t_proc"/[0-9]*/stat; do
-				q=${f#"$t_proc"/}; q=${q%/stat}
-				# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
-				pstat "$q" && [ "$p_pgrp" = "$1" ] && echo "$q"
-			done
-		fi
+		if [ -n "$t_alive" ]; then pgscan " $1:0 " pid; fi
 		if [ -n "$4" ]; then cgprocs "$4"; fi
 		grep -l -s -F -z -x "CORRAL_TREE=$3" "$t_proc"/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do
 			q=${f#"$t_proc"/}; echo "${q%/environ}"
@@ -180,3 +174,54 @@ tree() {
 		pstat "$q" && [ "$p_state" != Z ] && echo "$q"
 	done
 }
+
+# pgscan LEAD [pid] prints " IDX:PID" (or PID alone, with pid) for each
+# live process, zombies excluded, whose process group is a PGRP of LEAD's
+# " PGRP:IDX " words: one pass over /proc. awk reads a stat file in a few
+# system calls; the shell's read takes one per byte in dash and busybox
+# ash, some 600 for a stat line, so that the builtin pass over a host of a
+# thousand processes took seconds of a loaded machine's CPU, and a look at
+# a tree overran its deadline. The builtin pass stays for a sandbox
+# without awk (corral_noawk=1 makes a test take it). The name (field 2)
+# may hold anything, so the fields are taken after the last ") ", every
+# line joined, as pstat takes them.
+pgscan() {
+	s_P=${corral_proc:-/proc}
+	if hasawk; then
+		printf '%s\n' "$s_P"/[0-9]*/stat | awk -v lead="$1" -v bare="${2-}" '
+			BEGIN {
+				n = split(lead, w, " ")
+				for (i = 1; i <= n; i++) {
+					k = w[i]; sub(/:.*/, "", k)
+					v = w[i]; sub(/^[^:]*:/, "", v)
+					g[k] = v
+				}
+			}
+			{
+				f = $0; s = ""
+				while ((getline l < f) > 0) s = s " " l
+				close(f)
+				if (!sub(/.*\) /, "", s)) next
+				split(s, a, " ")
+				if (a[1] == "Z" || !(a[3] in g)) next
+				q = f; sub(/\/stat$/, "", q); sub(/.*\//, "", q)
+				if (bare != "") print q; else print " " g[a[3]] ":" q
+			}'
+		return 0
+	fi
+	for f in "$s_P"/[0-9]*/stat; do
+		q=${f#"$s_P"/}
+		q=${q%/stat}
+		if ! pstat "$q" || [ "$p_state" = Z ]; then continue; fi
+		# shellcheck disable=SC2154 # p_pgrp is set by pstat (proc.sh)
+		case $1 in *" $p_pgrp:"*) ;; *) continue ;; esac
+		if [ -n "${2-}" ]; then echo "$q"; continue; fi
+		s_x=${1#*" $p_pgrp:"}
+		echo " ${s_x%% *}:$q"
+	done
+	return 0
+}
+
+# hasawk tells whether awk may read /proc in place of the builtins: there
+# is one, and a test did not set corral_noawk to take the builtin path.
+hasawk() { [ -z "${corral_noawk-}" ] && command -v awk >/dev/null 2>&1; }

@@ -17,14 +17,49 @@
 # /proc/PID/io); IOOK 1 when every member's io was read, 0 when one could
 # not be (another user's process), and then READ and WRITE leave it out.
 # A tree with no member left prints zeros. The trees are found together
-# (t_members: one pass over /proc, one grep) and every member is read with
-# builtins: one round trip of a few forks, whatever the number of trees.
+# (t_members: one pass over /proc, one grep) and one awk reads every
+# member: one round trip of a few forks, whatever the number of trees.
 #
-# The sums live in variables named after the tree's index (x_c0, x_r0,
-# ...): the index is a number this function counts, and every value added
-# is checked to be digits, so eval never sees text from /proc.
+# Without awk (see pgscan in state.sh) the members are read with builtins,
+# which costs some 600 system calls a file in dash and busybox ash. The
+# sums live in variables named after the tree's index (x_c0, x_r0, ...):
+# the index is a number this function counts, and every value added is
+# checked to be digits, so eval never sees text from /proc.
 corral_treestats() {
 	t_members "$@"
+	if hasawk; then
+		# shellcheck disable=SC2154 # t_i, t_m and t_P are set by t_members (ports.sh)
+		echo "$t_m" | awk -v n="$t_i" -v P="$t_P" '
+			BEGIN { for (i = 0; i < n; i++) { c[i] = 0; r[i] = 0; p[i] = 0; rd[i] = 0; wr[i] = 0; ok[i] = 1 } }
+			{
+				for (j = 1; j <= NF; j++) {
+					x = $j; sub(/:.*/, "", x); q = $j; sub(/^[^:]*:/, "", q)
+					if (x !~ /^[0-9]+$/ || q !~ /^[0-9]+$/ || ($j in seen)) continue
+					seen[$j] = 1
+					f = P "/" q "/stat"; s = ""
+					while ((getline l < f) > 0) s = s " " l
+					close(f)
+					if (!sub(/.*\) /, "", s)) continue
+					split(s, a, " ")
+					if (a[1] == "Z" || (a[12] a[13] a[14] a[15]) !~ /^[0-9]+$/) continue
+					f = P "/" q "/status"; got = 0; rss = 0
+					while ((getline l < f) > 0) { got = 1; if (l ~ /^VmRSS:/) { split(l, b, " "); rss = b[2] } }
+					close(f)
+					if (!got) continue
+					if (rss !~ /^[0-9]+$/) rss = 0
+					f = P "/" q "/io"; ib = ""; ob = ""
+					while ((getline l < f) > 0) {
+						split(l, b, " ")
+						if (b[1] == "read_bytes:") ib = b[2]; else if (b[1] == "write_bytes:") ob = b[2]
+					}
+					close(f)
+					c[x] += a[12] + a[13] + a[14] + a[15]; r[x] += rss; p[x]++
+					if (ib ~ /^[0-9]+$/ && ob ~ /^[0-9]+$/) { rd[x] += ib; wr[x] += ob } else ok[x] = 0
+				}
+			}
+			END { for (i = 0; i < n; i++) printf "%d %.0f %.0f %d %.0f %.0f %d\n", i, c[i], r[i], p[i], rd[i], wr[i], ok[i] }'
+		return 0
+	fi
 	# shellcheck disable=SC2154 # t_i, t_m and t_P are set by t_members (ports.sh)
 	x_n=$t_i x_k=0
 	while [ "$x_k" -lt "$x_n" ]; do
