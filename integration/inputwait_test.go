@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/corralhq/corral/env/ssh/sshtest"
 	"github.com/corralhq/corral/internal/testing/syncbuf"
 	"github.com/corralhq/corral/registry"
 )
@@ -120,4 +123,61 @@ func TestWaitingInputThroughMCP(t *testing.T) {
 	mcpOK(t, mcpCall(t, cs, "process", map[string]any{"action": "wait", "id": r.ID, "timeout": 20}, &p))
 	require.NotNil(t, p.Status, "the command ended after the answer: %+v", p)
 	assert.Equal(t, 4, p.Status.Code)
+}
+
+// TestWaitingInputOnSandboxes: in a container and on an ssh host, through
+// the daemon, a command that asks for a password on its terminal and one
+// that reads its stdin pipe are listed waiting for input with their kind
+// and prompt; corral send answers each, and the command ends with the
+// answer. The sandbox's shell library does the looking (corral_inputwaits).
+func TestWaitingInputOnSandboxes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the corral binary, a docker sandbox and sshd")
+	}
+	sshtest.Require(t)
+	dockerCli := requireDocker(t)
+	srv := sshtest.Start(t)
+	sandbox := fmt.Sprintf("corral-input-test-%08x", rand.Uint32())
+	t.Cleanup(func() { removeContainer(dockerCli, sandbox) })
+
+	h := newDaemonHome(t, buildCorral(t))
+	h.trustSSH(srv)
+	h.startServe()
+	for _, b := range []struct{ name, target string }{
+		{"docker", "docker-image://" + dockerTestImage + "?network=none&name=" + sandbox},
+		{"ssh", srv.Target()},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			hh := h.with(t)
+			for _, c := range []struct {
+				mode, command, kind, prompt string
+			}{
+				{"--pty", `stty -echo; printf 'Secret: '; read v; stty echo; echo "got $v"; exit 4`, "password", "Secret: "},
+				{"--label=mode=pipe", `printf 'Name? '; read v; echo "got $v"; exit 4`, "pipe", "Name? "},
+			} {
+				id := strings.TrimSpace(hh.mustRun("start", "--backend", b.target, "--stdin", c.mode, "--", c.command))
+				var in *registry.Info
+				require.Eventually(t, func() bool {
+					var list []registry.Info
+					require.NoError(t, json.Unmarshal([]byte(hh.mustRun("ps", "--json")), &list))
+					for i := range list {
+						if list[i].ID == id && list[i].WaitingInput != nil {
+							in = &list[i]
+							return true
+						}
+					}
+					return false
+				}, time.Minute, 200*time.Millisecond, "%s %s is listed waiting for input", b.name, c.mode)
+				assert.Equal(t, c.kind, in.WaitingInput.Kind)
+				assert.Equal(t, c.prompt, in.WaitingInput.Prompt)
+				assert.Contains(t, hh.mustRun("ps"), "waiting for input ("+c.kind+")")
+
+				hh.mustRun("send", id, "corral")
+				r := hh.run("wait", id)
+				assert.Equal(t, 4, r.code, "%+v", r)
+				assert.Contains(t, hh.mustRun("logs", id), "got corral")
+				hh.mustRun("rm", id)
+			}
+		})
+	}
 }

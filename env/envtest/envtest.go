@@ -276,6 +276,7 @@ var groups = []group{
 	{"Ports", portCases},
 	{"Stats", statsCases},
 	{"Limits", limitCases},
+	{"InputWait", inputWaitCases},
 }
 
 type suite struct {

@@ -126,6 +126,7 @@ func (e *Env) Capabilities() env.Capabilities {
 		ReplayOutput:  true,
 		TreeKill:      "pgroup+scan",
 		Ports:         true,
+		InputWait:     true,
 		CheckURL:      !e.urlCheck.missing.Load(),
 		Limits:        limits,
 		LimitsNote:    limitsNote,

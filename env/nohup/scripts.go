@@ -49,6 +49,8 @@ var (
 	portsSh string // corral_listeners, corral_waitport, corral_checkurl
 	//go:embed sh/stats.sh
 	statsSh string // corral_treestats
+	//go:embed sh/input.sh
+	inputSh string // corral_inputwaits
 	//go:embed sh/tagged.sh
 	taggedSh string // corral_tagged
 	//go:embed sh/cgroup.sh
@@ -91,7 +93,7 @@ func assembleParent(prep func(string) string) string {
 // the files does not matter to the shell (a function is looked up when it
 // is called); it is the order of the functions before they moved to files.
 func assembleLib(prep func(string) string) string {
-	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(statsSh) + prep(taggedSh) + prep(cgroupSh) + prep(cgjoinSh) +
+	return prep(procSh) + prep(stateSh) + prep(launchSh) + prep(oomSh) + prep(sparesSh) + prep(pollSh) + prep(ptySh) + prep(portsSh) + prep(statsSh) + prep(inputSh) + prep(taggedSh) + prep(cgroupSh) + prep(cgjoinSh) +
 		"corral_parent=" + shellquote.Quote(assembleParent(prep)) + "\n"
 }
 

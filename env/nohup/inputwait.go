@@ -1,0 +1,90 @@
+package nohup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/corralhq/corral/env"
+)
+
+// Input waits. The shell (corral_inputwaits in sh/input.sh) looks at every
+// tree of the call in one round trip on a resident shell, as TreeStats
+// does, and answers one line per tree; this file decodes it.
+
+var _ env.InputWatcher = (*Env)(nil)
+
+// InputWaits implements env.InputWatcher: one call looks at every
+// process of procs that is this Env's. Handles of another Env, or
+// released, get nil.
+func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.InputWait, error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, err
+	}
+	out := make([]*env.InputWait, len(procs))
+	var args []string
+	var index []int
+	for i, h := range procs {
+		p, ok := h.(*process)
+		if !ok || p.e != e || p.check() != nil {
+			continue
+		}
+		args = append(args, p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
+		index = append(index, i)
+	}
+	if len(index) == 0 {
+		return out, nil
+	}
+	rep, err := e.call(ctx, "input waits", call("corral_inputwaits", args...), true)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := parseInputReport(rep, len(index))
+	if err != nil {
+		return nil, fmt.Errorf("nohup %s: input waits: %w", e.opts.Name, err)
+	}
+	for k, w := range waits {
+		out[index[k]] = w
+	}
+	return out, nil
+}
+
+// parseInputReport decodes corral_inputwaits's lines, "IDX KIND" or "IDX
+// -", into each of the n trees' wait. Every tree must have its line, once.
+func parseInputReport(out []byte, n int) ([]*env.InputWait, error) {
+	waits := make([]*env.InputWait, n)
+	seen := make([]bool, n)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("line %q: want two fields", trunc([]byte(line)))
+		}
+		i, err := strconv.Atoi(f[0])
+		if err != nil || i < 0 || i >= n || seen[i] {
+			return nil, fmt.Errorf("line %q: tree index out of range or repeated", trunc([]byte(line)))
+		}
+		seen[i] = true
+		switch f[1] {
+		case "-":
+		case env.InputLine, env.InputRaw, env.InputPassword, env.InputPipe:
+			waits[i] = &env.InputWait{Kind: f[1]}
+		default:
+			return nil, fmt.Errorf("line %q: unknown kind", trunc([]byte(line)))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for i, ok := range seen {
+		if !ok {
+			return nil, errors.New("no line for tree " + strconv.Itoa(i) + "; the sandbox's shell may have failed midway: retry")
+		}
+	}
+	return waits, nil
+}
