@@ -118,7 +118,8 @@ host ("ssh://user@host").`,
 		newLogsCommand(stdout, stderr), newWaitCommand(stdout, stderr), newKillCommand(stdout, stderr),
 		newSendCommand(stdout, stderr), newResizeCommand(stdout, stderr), newEventsCommand(stdout, stderr), newRmCommand(stdout, stderr),
 		newDoctorCommand(stdout, stderr), newShutdownCommand(stdout, stderr), newDashboardCommand(stdout, stderr),
-		newPortsCommand(stdout, stderr), newStatsCommand(stdout, stderr), newTopCommand(stdin, stdout, stderr))
+		newPortsCommand(stdout, stderr), newStatsCommand(stdout, stderr), newTopCommand(stdin, stdout, stderr),
+		newAttachCommand(stdin, stdout, stderr))
 	return root
 }
 
