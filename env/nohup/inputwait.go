@@ -22,35 +22,9 @@ var _ env.InputWatcher = (*Env)(nil)
 // process of procs that is this Env's. Handles of another Env, or
 // released, get nil.
 func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.InputWait, error) {
-	if err := e.checkOpen(); err != nil {
-		return nil, err
-	}
-	out := make([]*env.InputWait, len(procs))
-	var args []string
-	var index []int
-	for i, h := range procs {
-		p, ok := h.(*process)
-		if !ok || p.e != e || p.check() != nil {
-			continue
-		}
-		args = append(args, p.ref.Dir, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
-		index = append(index, i)
-	}
-	if len(index) == 0 {
-		return out, nil
-	}
-	rep, err := e.call(ctx, "input waits", call("corral_inputwaits", args...), true)
-	if err != nil {
-		return nil, err
-	}
-	waits, err := parseInputReport(rep, len(index))
-	if err != nil {
-		return nil, fmt.Errorf("nohup %s: input waits: %w", e.opts.Name, err)
-	}
-	for k, w := range waits {
-		out[index[k]] = w
-	}
-	return out, nil
+	return perTree(ctx, e, procs, "input waits", "corral_inputwaits", func(p *process) []string {
+		return append([]string{p.ref.Dir}, treeWords(p)...)
+	}, parseInputReport)
 }
 
 // parseInputReport decodes corral_inputwaits's lines, "IDX KIND" or "IDX

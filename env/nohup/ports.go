@@ -200,42 +200,50 @@ func (e *Env) Listeners(ctx context.Context) ([]env.Listener, error) {
 // process of procs that is this Env's, each read as its Listeners would,
 // without commands. Handles of another Env, or released, get nil.
 func (e *Env) TreeListeners(ctx context.Context, procs []env.Process) ([][]env.Listener, error) {
+	return perTree(ctx, e, procs, "tree listeners", "corral_treelisteners", treeWords, parseTreeReport)
+}
+
+// treeWords are a tree's arguments to a call about many trees: PID START
+// TAG, as corral_treelisteners and corral_treestats take them.
+func treeWords(p *process) []string {
+	return []string{itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag}
+}
+
+// perTree makes one call of fn about the trees of the processes of procs
+// that are this Env's and not released, each given by words, decodes its
+// report with parse (one T per tree of the call, in order) and returns
+// one T per process of procs: the zero T for the others. No call is made
+// when none is this Env's.
+func perTree[T any](ctx context.Context, e *Env, procs []env.Process, what, fn string, words func(*process) []string, parse func([]byte, int) ([]T, error)) ([]T, error) {
 	if err := e.checkOpen(); err != nil {
 		return nil, err
 	}
-	out := make([][]env.Listener, len(procs))
-	args, index := e.treeArgs(procs)
-	if len(index) == 0 {
-		return out, nil
-	}
-	rep, err := e.call(ctx, "tree listeners", call("corral_treelisteners", args...), true)
-	if err != nil {
-		return nil, err
-	}
-	trees, err := parseTreeReport(rep, len(index))
-	if err != nil {
-		return nil, fmt.Errorf("nohup %s: tree listeners: %w", e.opts.Name, err)
-	}
-	for k, ls := range trees {
-		out[index[k]] = ls
-	}
-	return out, nil
-}
-
-// treeArgs returns the arguments of a call about many trees (PID START
-// TAG of each, as corral_treelisteners and corral_treestats take them)
-// for the processes of procs that are this Env's and not released, and
-// index, the position in procs of each tree of the call.
-func (e *Env) treeArgs(procs []env.Process) (args []string, index []int) {
+	out := make([]T, len(procs))
+	var args []string
+	var index []int // the position in procs of each tree of the call
 	for i, h := range procs {
 		p, ok := h.(*process)
 		if !ok || p.e != e || p.check() != nil {
 			continue
 		}
-		args = append(args, itoa(int(p.ref.PID)), itoa(int(p.ref.Start)), p.ref.Tag)
+		args = append(args, words(p)...)
 		index = append(index, i)
 	}
-	return args, index
+	if len(index) == 0 {
+		return out, nil
+	}
+	rep, err := e.call(ctx, what, call(fn, args...), true)
+	if err != nil {
+		return nil, err
+	}
+	trees, err := parse(rep, len(index))
+	if err != nil {
+		return nil, fmt.Errorf("nohup %s: %s: %w", e.opts.Name, what, err)
+	}
+	for k, v := range trees {
+		out[index[k]] = v
+	}
+	return out, nil
 }
 
 // parseTreeReport decodes corral_treelisteners's lines into each of the n

@@ -29,26 +29,7 @@ const clockTick = time.Second / 100
 // measures the tree of every process of procs that is this Env's. Handles
 // of another Env, or released, and trees with no live member get nil.
 func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeStats, error) {
-	if err := e.checkOpen(); err != nil {
-		return nil, err
-	}
-	out := make([]*env.TreeStats, len(procs))
-	args, index := e.treeArgs(procs)
-	if len(index) == 0 {
-		return out, nil
-	}
-	rep, err := e.call(ctx, "tree stats", call("corral_treestats", args...), true)
-	if err != nil {
-		return nil, err
-	}
-	trees, err := parseStatsReport(rep, len(index))
-	if err != nil {
-		return nil, fmt.Errorf("nohup %s: tree stats: %w", e.opts.Name, err)
-	}
-	for k, s := range trees {
-		out[index[k]] = s
-	}
-	return out, nil
+	return perTree(ctx, e, procs, "tree stats", "corral_treestats", treeWords, parseStatsReport)
 }
 
 // parseStatsReport decodes corral_treestats's lines, "IDX CPU RSS PIDS
