@@ -46,6 +46,10 @@ type Config struct {
 	// SessionReclaim is registry.Config.SessionReclaim: how long a
 	// restarted daemon waits for a front end to open its session again.
 	SessionReclaim time.Duration
+	// Owner, when not zero, is the PID of the process the daemon lives
+	// for (OwnerEnv): once it has ended, the daemon kills every process
+	// tree and stops.
+	Owner int
 }
 
 // DefaultMaxProcesses is the daemon's default process limit: larger than
@@ -215,6 +219,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Ready != nil {
 		cfg.Ready(status())
+	}
+	if cfg.Owner != 0 {
+		octx, stopOwner := context.WithCancel(ctx)
+		defer stopOwner()
+		go watchOwner(octx, cfg.Owner, log, func() {
+			killForOwner(reg, log)
+			killAll.Store(true)
+			stopOnce.Do(func() { close(stopReq) })
+		})
 	}
 
 	var runErr error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,6 +47,10 @@ func runIsolated(m *testing.M) int {
 	os.Unsetenv("CORRAL_NO_DAEMON")
 	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(root, "r"))
 	os.Setenv("XDG_STATE_HOME", filepath.Join(root, "s"))
+	// Every daemon the tests start (auto-started ones inherit it) ends
+	// with this binary, even when a timeout or a SIGKILL ends it before
+	// stopSharedDaemon runs.
+	os.Setenv(daemon.OwnerEnv, strconv.Itoa(os.Getpid()))
 	defer stopSharedDaemon()
 	return m.Run()
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,7 +31,12 @@ Every state change is checkpointed to ~/.local/state/corral/state.json
 ($XDG_STATE_HOME/corral). SIGTERM or SIGINT stops the daemon gracefully:
 background processes keep running and the next daemon re-attaches them,
 with their output and their real exit status if they ended meanwhile.
-corral shutdown --kill-all stops it after killing every process tree.`
+corral shutdown --kill-all stops it after killing every process tree.
+
+With CORRAL_OWNER_PID set to a process ID (a test harness's, an agent
+runtime's), the daemon lives for that process: once it has ended, even by
+SIGKILL, the daemon kills every process tree and stops. A daemon started
+in the background inherits the variable from the command that started it.`
 
 func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
@@ -87,6 +93,10 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}
 			}
+			owner, err := ownerFromEnv()
+			if err != nil {
+				return &exitError{code: exitUsage, msg: "serve: " + err.Error()}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			err = daemon.Run(ctx, daemon.Config{
@@ -98,6 +108,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 				MaxProcesses: maxProcs,
 				DefaultGrace: grace,
 				Runaway:      runaway,
+				Owner:        owner,
 			})
 			waitSandboxRemovals()
 			if errors.Is(err, daemon.ErrAlreadyRunning) && quietIfRunning {
@@ -152,4 +163,17 @@ func idleCloseEnv() (time.Duration, error) {
 		return 0, fmt.Errorf("CORRAL_IDLE_CLOSE=%q: want a duration such as 10m, 1h or 0 (never close)", v)
 	}
 	return d, nil
+}
+
+// ownerFromEnv reads the owner's PID from daemon.OwnerEnv: 0 when unset.
+func ownerFromEnv() (int, error) {
+	v := os.Getenv(daemon.OwnerEnv)
+	if v == "" {
+		return 0, nil
+	}
+	pid, err := strconv.Atoi(v)
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s=%.20q is not a process ID; unset it, or set it to the PID of the process the daemon lives for", daemon.OwnerEnv, v)
+	}
+	return pid, nil
 }
