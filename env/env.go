@@ -148,8 +148,8 @@ type Capabilities struct {
 	TreeKill string `json:"tree_kill"`
 	// Ports: Processes (and the Environment) implement PortLister.
 	Ports bool `json:"ports,omitempty"`
-	// InputWait: the Environment implements InputWatcher. Plugins do not
-	// carry it yet (their Capabilities message has no field for it).
+	// InputWait: the Environment implements InputWatcher (a plugin's
+	// carries it across the protocol's input_wait).
 	InputWait bool `json:"input_wait,omitempty"`
 	// CheckURL: the Environment implements URLChecker and finds an HTTP
 	// client in its sandbox.

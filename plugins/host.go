@@ -71,6 +71,9 @@ type Env struct {
 	// treeStats: the plugin's Environment measures process trees (its
 	// Open answered tree_stats), until a TreeStats call says it does not.
 	treeStats atomic.Bool
+	// inputWait: the plugin's Environment tells input waits (its Open
+	// answered input_wait), until an InputWaits call says it does not.
+	inputWait atomic.Bool
 
 	mu        sync.Mutex
 	cur       *conn
@@ -107,6 +110,7 @@ func (e *Env) connect(ctx context.Context) (*conn, error) {
 			e.caps.LimitsNote = pluginLimitsNote
 		}
 		e.treeStats.Store(resp.GetCapabilities().GetTreeStats())
+		e.inputWait.Store(resp.GetCapabilities().GetInputWait())
 	}
 	return c, nil
 }

@@ -24,27 +24,9 @@ func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeSt
 		return nil, e.noTreeStats()
 	}
 	out := make([]*env.TreeStats, len(procs))
-	// Handles are bound to the plugin process that minted them; after a
-	// restart, handle re-attaches, so they nearly always share one conn.
-	byConn := make(map[*conn][]int)
-	ids := make([]uint64, len(procs))
-	for i, proc := range procs {
-		p, ok := proc.(*process)
-		if !ok || p.e != e {
-			continue // another Environment's process: nil
-		}
-		c, id, err := p.handle(ctx)
-		switch {
-		case err == nil:
-		case errors.Is(err, env.ErrReleased), errors.Is(err, env.ErrNotFound):
-			// Released, or lost with a plugin process that died
-			// (not detached): no tree to measure.
-			continue
-		default:
-			return nil, err
-		}
-		ids[i] = id
-		byConn[c] = append(byConn[c], i)
+	byConn, ids, err := e.groupByConn(ctx, procs)
+	if err != nil {
+		return nil, err
 	}
 	for c, at := range byConn {
 		req := &pb.TreeStatsRequest{ProcessIds: make([]uint64, len(at))}
@@ -78,4 +60,33 @@ func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeSt
 func (e *Env) noTreeStats() error {
 	return fmt.Errorf("plugin %s does not measure process trees (its environment cannot, or it was built with an SDK older than tree stats): %w",
 		e.found.Name, env.ErrUnsupported)
+}
+
+// groupByConn groups the processes of procs that are this Env's by the
+// plugin connection that holds them, as positions in procs, and returns
+// each one's handle ID at its position. Handles are bound to the plugin
+// process that minted them; after a restart a handle re-attaches, so they
+// nearly always share one conn. Another Environment's process, a released
+// one and one lost with a plugin process that died (not detached) are
+// left out: there is nothing to ask about them.
+func (e *Env) groupByConn(ctx context.Context, procs []env.Process) (map[*conn][]int, []uint64, error) {
+	byConn := make(map[*conn][]int)
+	ids := make([]uint64, len(procs))
+	for i, proc := range procs {
+		p, ok := proc.(*process)
+		if !ok || p.e != e {
+			continue
+		}
+		c, id, err := p.handle(ctx)
+		switch {
+		case err == nil:
+		case errors.Is(err, env.ErrReleased), errors.Is(err, env.ErrNotFound):
+			continue
+		default:
+			return nil, nil, err
+		}
+		ids[i] = id
+		byConn[c] = append(byConn[c], i)
+	}
+	return byConn, ids, nil
 }

@@ -376,6 +376,10 @@ type Capabilities struct {
 	LimitsNote string   `protobuf:"bytes,13,opt,name=limits_note,json=limitsNote,proto3" json:"limits_note,omitempty"`
 	// sandbox_limits is env.Capabilities.SandboxLimits.
 	SandboxLimits *Limits `protobuf:"bytes,14,opt,name=sandbox_limits,json=sandboxLimits,proto3" json:"sandbox_limits,omitempty"`
+	// input_wait is env.Capabilities.InputWait: the Environment implements
+	// env.InputWatcher (the InputWaits call). Plugins built before it leave
+	// it false.
+	InputWait     bool `protobuf:"varint,15,opt,name=input_wait,json=inputWait,proto3" json:"input_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +510,13 @@ func (x *Capabilities) GetSandboxLimits() *Limits {
 		return x.SandboxLimits
 	}
 	return nil
+}
+
+func (x *Capabilities) GetInputWait() bool {
+	if x != nil {
+		return x.InputWait
+	}
+	return false
 }
 
 // Limits is an env.Limits; a zero field sets no limit.
@@ -2185,6 +2196,97 @@ func (x *TreeStatsResponse) GetTrees() []*TreeStats {
 	return nil
 }
 
+type InputWaitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// process_ids are handles, as in ProcessRequest.
+	ProcessIds    []uint64 `protobuf:"varint,1,rep,packed,name=process_ids,json=processIds,proto3" json:"process_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputWaitsRequest) Reset() {
+	*x = InputWaitsRequest{}
+	mi := &file_backend_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputWaitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputWaitsRequest) ProtoMessage() {}
+
+func (x *InputWaitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputWaitsRequest.ProtoReflect.Descriptor instead.
+func (*InputWaitsRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *InputWaitsRequest) GetProcessIds() []uint64 {
+	if x != nil {
+		return x.ProcessIds
+	}
+	return nil
+}
+
+type InputWaitsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kinds holds one entry per process_ids entry, in order: the
+	// env.InputWait's kind, or "" for none.
+	Kinds         []string `protobuf:"bytes,1,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputWaitsResponse) Reset() {
+	*x = InputWaitsResponse{}
+	mi := &file_backend_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputWaitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputWaitsResponse) ProtoMessage() {}
+
+func (x *InputWaitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputWaitsResponse.ProtoReflect.Descriptor instead.
+func (*InputWaitsResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *InputWaitsResponse) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
 type HealthResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Condition is env.Condition: "ok", "paused", "unreachable" or "gone".
@@ -2197,7 +2299,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_backend_proto_msgTypes[37]
+	mi := &file_backend_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2311,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_backend_proto_msgTypes[37]
+	mi := &file_backend_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2324,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_backend_proto_rawDescGZIP(), []int{37}
+	return file_backend_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HealthResponse) GetCondition() string {
@@ -2256,7 +2358,7 @@ const file_backend_proto_rawDesc = "" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"f\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
-	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xb1\x03\n" +
+	"\fcapabilities\x18\x02 \x01(\v2\x1e.corral.plugin.v1.CapabilitiesR\fcapabilities\"\xd0\x03\n" +
 	"\fCapabilities\x12\x10\n" +
 	"\x03pty\x18\x01 \x01(\bR\x03pty\x12\x16\n" +
 	"\x06resize\x18\x02 \x01(\bR\x06resize\x12\x14\n" +
@@ -2274,7 +2376,9 @@ const file_backend_proto_rawDesc = "" +
 	"\x06limits\x18\f \x03(\tR\x06limits\x12\x1f\n" +
 	"\vlimits_note\x18\r \x01(\tR\n" +
 	"limitsNote\x12?\n" +
-	"\x0esandbox_limits\x18\x0e \x01(\v2\x18.corral.plugin.v1.LimitsR\rsandboxLimits\"S\n" +
+	"\x0esandbox_limits\x18\x0e \x01(\v2\x18.corral.plugin.v1.LimitsR\rsandboxLimits\x12\x1d\n" +
+	"\n" +
+	"input_wait\x18\x0f \x01(\bR\tinputWait\"S\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
@@ -2398,10 +2502,15 @@ const file_backend_proto_rawDesc = "" +
 	"writeBytes\x12\x18\n" +
 	"\amissing\x18\a \x03(\tR\amissing\"F\n" +
 	"\x11TreeStatsResponse\x121\n" +
-	"\x05trees\x18\x01 \x03(\v2\x1b.corral.plugin.v1.TreeStatsR\x05trees\"F\n" +
+	"\x05trees\x18\x01 \x03(\v2\x1b.corral.plugin.v1.TreeStatsR\x05trees\"4\n" +
+	"\x11InputWaitsRequest\x12\x1f\n" +
+	"\vprocess_ids\x18\x01 \x03(\x04R\n" +
+	"processIds\"*\n" +
+	"\x12InputWaitsResponse\x12\x14\n" +
+	"\x05kinds\x18\x01 \x03(\tR\x05kinds\"F\n" +
 	"\x0eHealthResponse\x12\x1c\n" +
 	"\tcondition\x18\x01 \x01(\tR\tcondition\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail2\xc8\r\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail2\xa1\x0e\n" +
 	"\aBackend\x12E\n" +
 	"\x04Info\x12\x1d.corral.plugin.v1.InfoRequest\x1a\x1e.corral.plugin.v1.InfoResponse\x12E\n" +
 	"\x04Open\x12\x1d.corral.plugin.v1.OpenRequest\x1a\x1e.corral.plugin.v1.OpenResponse\x12O\n" +
@@ -2426,7 +2535,9 @@ const file_backend_proto_rawDesc = "" +
 	"\rWaitListening\x12&.corral.plugin.v1.WaitListeningRequest\x1a#.corral.plugin.v1.ListenersResponse\x12Q\n" +
 	"\bCheckURL\x12!.corral.plugin.v1.CheckURLRequest\x1a\".corral.plugin.v1.CheckURLResponse\x12C\n" +
 	"\x06Health\x12\x17.corral.plugin.v1.Empty\x1a .corral.plugin.v1.HealthResponse\x12T\n" +
-	"\tTreeStats\x12\".corral.plugin.v1.TreeStatsRequest\x1a#.corral.plugin.v1.TreeStatsResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
+	"\tTreeStats\x12\".corral.plugin.v1.TreeStatsRequest\x1a#.corral.plugin.v1.TreeStatsResponse\x12W\n" +
+	"\n" +
+	"InputWaits\x12#.corral.plugin.v1.InputWaitsRequest\x1a$.corral.plugin.v1.InputWaitsResponseB0Z.github.com/corralhq/corral/plugins/proto;protob\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -2441,7 +2552,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_backend_proto_goTypes = []any{
 	(Error_Kind)(0),              // 0: corral.plugin.v1.Error.Kind
 	(*Empty)(nil),                // 1: corral.plugin.v1.Empty
@@ -2481,7 +2592,9 @@ var file_backend_proto_goTypes = []any{
 	(*TreeStatsRequest)(nil),     // 35: corral.plugin.v1.TreeStatsRequest
 	(*TreeStats)(nil),            // 36: corral.plugin.v1.TreeStats
 	(*TreeStatsResponse)(nil),    // 37: corral.plugin.v1.TreeStatsResponse
-	(*HealthResponse)(nil),       // 38: corral.plugin.v1.HealthResponse
+	(*InputWaitsRequest)(nil),    // 38: corral.plugin.v1.InputWaitsRequest
+	(*InputWaitsResponse)(nil),   // 39: corral.plugin.v1.InputWaitsResponse
+	(*HealthResponse)(nil),       // 40: corral.plugin.v1.HealthResponse
 }
 var file_backend_proto_depIdxs = []int32{
 	6,  // 0: corral.plugin.v1.InfoResponse.capabilities:type_name -> corral.plugin.v1.Capabilities
@@ -2526,31 +2639,33 @@ var file_backend_proto_depIdxs = []int32{
 	31, // 39: corral.plugin.v1.Backend.CheckURL:input_type -> corral.plugin.v1.CheckURLRequest
 	1,  // 40: corral.plugin.v1.Backend.Health:input_type -> corral.plugin.v1.Empty
 	35, // 41: corral.plugin.v1.Backend.TreeStats:input_type -> corral.plugin.v1.TreeStatsRequest
-	3,  // 42: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
-	5,  // 43: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
-	8,  // 44: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
-	14, // 45: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
-	16, // 46: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
-	14, // 47: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
-	19, // 48: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
-	21, // 49: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
-	1,  // 50: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
-	1,  // 51: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
-	23, // 52: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
-	25, // 53: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
-	1,  // 54: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
-	27, // 55: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
-	1,  // 56: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
-	1,  // 57: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
-	1,  // 58: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
-	29, // 59: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
-	29, // 60: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
-	29, // 61: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
-	32, // 62: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
-	38, // 63: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
-	37, // 64: corral.plugin.v1.Backend.TreeStats:output_type -> corral.plugin.v1.TreeStatsResponse
-	42, // [42:65] is the sub-list for method output_type
-	19, // [19:42] is the sub-list for method input_type
+	38, // 42: corral.plugin.v1.Backend.InputWaits:input_type -> corral.plugin.v1.InputWaitsRequest
+	3,  // 43: corral.plugin.v1.Backend.Info:output_type -> corral.plugin.v1.InfoResponse
+	5,  // 44: corral.plugin.v1.Backend.Open:output_type -> corral.plugin.v1.OpenResponse
+	8,  // 45: corral.plugin.v1.Backend.Capabilities:output_type -> corral.plugin.v1.CapabilitiesResponse
+	14, // 46: corral.plugin.v1.Backend.Start:output_type -> corral.plugin.v1.ProcessResponse
+	16, // 47: corral.plugin.v1.Backend.Run:output_type -> corral.plugin.v1.RunEvent
+	14, // 48: corral.plugin.v1.Backend.Attach:output_type -> corral.plugin.v1.ProcessResponse
+	19, // 49: corral.plugin.v1.Backend.Output:output_type -> corral.plugin.v1.OutputChunk
+	21, // 50: corral.plugin.v1.Backend.Write:output_type -> corral.plugin.v1.WriteResponse
+	1,  // 51: corral.plugin.v1.Backend.CloseStdin:output_type -> corral.plugin.v1.Empty
+	1,  // 52: corral.plugin.v1.Backend.Signal:output_type -> corral.plugin.v1.Empty
+	23, // 53: corral.plugin.v1.Backend.Survivors:output_type -> corral.plugin.v1.SurvivorsResponse
+	25, // 54: corral.plugin.v1.Backend.Wait:output_type -> corral.plugin.v1.WaitResponse
+	1,  // 55: corral.plugin.v1.Backend.Resize:output_type -> corral.plugin.v1.Empty
+	27, // 56: corral.plugin.v1.Backend.Ref:output_type -> corral.plugin.v1.RefResponse
+	1,  // 57: corral.plugin.v1.Backend.Release:output_type -> corral.plugin.v1.Empty
+	1,  // 58: corral.plugin.v1.Backend.Remove:output_type -> corral.plugin.v1.Empty
+	1,  // 59: corral.plugin.v1.Backend.Close:output_type -> corral.plugin.v1.Empty
+	29, // 60: corral.plugin.v1.Backend.EnvListeners:output_type -> corral.plugin.v1.ListenersResponse
+	29, // 61: corral.plugin.v1.Backend.Listeners:output_type -> corral.plugin.v1.ListenersResponse
+	29, // 62: corral.plugin.v1.Backend.WaitListening:output_type -> corral.plugin.v1.ListenersResponse
+	32, // 63: corral.plugin.v1.Backend.CheckURL:output_type -> corral.plugin.v1.CheckURLResponse
+	40, // 64: corral.plugin.v1.Backend.Health:output_type -> corral.plugin.v1.HealthResponse
+	37, // 65: corral.plugin.v1.Backend.TreeStats:output_type -> corral.plugin.v1.TreeStatsResponse
+	39, // 66: corral.plugin.v1.Backend.InputWaits:output_type -> corral.plugin.v1.InputWaitsResponse
+	43, // [43:67] is the sub-list for method output_type
+	19, // [19:43] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2567,7 +2682,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,7 @@ const (
 	Backend_CheckURL_FullMethodName      = "/corral.plugin.v1.Backend/CheckURL"
 	Backend_Health_FullMethodName        = "/corral.plugin.v1.Backend/Health"
 	Backend_TreeStats_FullMethodName     = "/corral.plugin.v1.Backend/TreeStats"
+	Backend_InputWaits_FullMethodName    = "/corral.plugin.v1.Backend/InputWaits"
 )
 
 // BackendClient is the client API for Backend service.
@@ -115,6 +116,14 @@ type BackendClient interface {
 	// this call answer Unimplemented, which the host reads the same way:
 	// the backend does not measure.
 	TreeStats(ctx context.Context, in *TreeStatsRequest, opts ...grpc.CallOption) (*TreeStatsResponse, error)
+	// InputWaits is env.InputWatcher: which of many processes wait for
+	// input, and how, in one look. The answer holds one kind per
+	// process_id, in order: "line", "raw", "password", "pipe", or "" where
+	// the process does not wait. A plugin whose Environment cannot tell
+	// answers with KIND_UNSUPPORTED and says so in advance
+	// (Capabilities.input_wait false); plugins built before this call
+	// answer Unimplemented, which the host reads the same way.
+	InputWaits(ctx context.Context, in *InputWaitsRequest, opts ...grpc.CallOption) (*InputWaitsResponse, error)
 }
 
 type backendClient struct {
@@ -367,6 +376,16 @@ func (c *backendClient) TreeStats(ctx context.Context, in *TreeStatsRequest, opt
 	return out, nil
 }
 
+func (c *backendClient) InputWaits(ctx context.Context, in *InputWaitsRequest, opts ...grpc.CallOption) (*InputWaitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputWaitsResponse)
+	err := c.cc.Invoke(ctx, Backend_InputWaits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -428,6 +447,14 @@ type BackendServer interface {
 	// this call answer Unimplemented, which the host reads the same way:
 	// the backend does not measure.
 	TreeStats(context.Context, *TreeStatsRequest) (*TreeStatsResponse, error)
+	// InputWaits is env.InputWatcher: which of many processes wait for
+	// input, and how, in one look. The answer holds one kind per
+	// process_id, in order: "line", "raw", "password", "pipe", or "" where
+	// the process does not wait. A plugin whose Environment cannot tell
+	// answers with KIND_UNSUPPORTED and says so in advance
+	// (Capabilities.input_wait false); plugins built before this call
+	// answer Unimplemented, which the host reads the same way.
+	InputWaits(context.Context, *InputWaitsRequest) (*InputWaitsResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -506,6 +533,9 @@ func (UnimplementedBackendServer) Health(context.Context, *Empty) (*HealthRespon
 }
 func (UnimplementedBackendServer) TreeStats(context.Context, *TreeStatsRequest) (*TreeStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TreeStats not implemented")
+}
+func (UnimplementedBackendServer) InputWaits(context.Context, *InputWaitsRequest) (*InputWaitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputWaits not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -924,6 +954,24 @@ func _Backend_TreeStats_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_InputWaits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputWaitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).InputWaits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_InputWaits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).InputWaits(ctx, req.(*InputWaitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1014,6 +1062,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TreeStats",
 			Handler:    _Backend_TreeStats_Handler,
+		},
+		{
+			MethodName: "InputWaits",
+			Handler:    _Backend_InputWaits_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -22,32 +22,11 @@ func (s *server) TreeStats(ctx context.Context, req *pb.TreeStatsRequest) (*pb.T
 	if !ok {
 		return nil, wire.ToStatus(fmt.Errorf("plugin: environment %s does not measure process trees: %w", e.Name(), env.ErrUnsupported))
 	}
-	ids := req.GetProcessIds()
-	out := make([]*env.TreeStats, len(ids))
-	// A handle the plugin does not know (released, or minted by an earlier
-	// plugin process) has no tree here: it stays nil, and the Environment
-	// is asked only about its own processes.
-	var procs []env.Process
-	var at []int
-	for i, id := range ids {
-		p, err := s.process(id)
-		if err != nil {
-			continue
-		}
-		procs = append(procs, p)
-		at = append(at, i)
-	}
-	if len(procs) > 0 {
-		got, err := ts.TreeStats(ctx, procs)
-		if err != nil {
-			return nil, wire.ToStatus(err)
-		}
-		if len(got) != len(procs) {
-			return nil, wire.ToStatus(fmt.Errorf("plugin: environment %s measured %d trees for %d processes; its TreeStats must answer one per process", e.Name(), len(got), len(procs)))
-		}
-		for k, i := range at {
-			out[i] = got[k]
-		}
+	out, err := perProcess(s, e, req.GetProcessIds(), "tree stats", func(procs []env.Process) ([]*env.TreeStats, error) {
+		return ts.TreeStats(ctx, procs)
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
 	}
 	return wire.TreeStatsToProto(out), nil
 }
@@ -57,5 +36,7 @@ func (s *server) TreeStats(ctx context.Context, req *pb.TreeStatsRequest) (*pb.T
 func capsToProto(e env.Environment) *pb.Capabilities {
 	c := wire.CapsToProto(e.Capabilities())
 	_, c.TreeStats = e.(env.TreeStatter)
+	_, iw := e.(env.InputWatcher)
+	c.InputWait = c.InputWait && iw
 	return c
 }

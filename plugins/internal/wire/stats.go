@@ -76,3 +76,26 @@ func appendOnce(list []string, s string) []string {
 	}
 	return append(list, s)
 }
+
+// InputWaitsToProto converts an InputWatcher's answer; a nil entry travels
+// as "".
+func InputWaitsToProto(ws []*env.InputWait) *pb.InputWaitsResponse {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		if w != nil {
+			out[i] = w.Kind
+		}
+	}
+	return &pb.InputWaitsResponse{Kinds: out}
+}
+
+// InputWaitFromProto converts one kind back: nil for "" and for a kind
+// corral does not know, which a faulty plugin may send and which no front
+// end could say how to answer.
+func InputWaitFromProto(kind string) *env.InputWait {
+	switch kind {
+	case env.InputLine, env.InputRaw, env.InputPassword, env.InputPipe:
+		return &env.InputWait{Kind: kind}
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/corralhq/corral/env"
 	pb "github.com/corralhq/corral/plugins/proto"
@@ -39,4 +40,18 @@ func TestTreeStatsConversions(t *testing.T) {
 	got = TreeStatFromProto(&pb.TreeStats{Present: true, Missing: flood})
 	assert.Len(t, got.Missing, maxMissing)
 	assert.Len(t, got.Missing[0], maxMissingLen)
+}
+
+// TestInputWaitsConversions: every kind crosses the wire; none travels as
+// "", and a kind corral does not know comes back as none.
+func TestInputWaitsConversions(t *testing.T) {
+	ws := []*env.InputWait{nil, {Kind: env.InputLine}, {Kind: env.InputRaw}, {Kind: env.InputPassword}, {Kind: env.InputPipe}}
+	resp := InputWaitsToProto(ws)
+	require.Len(t, resp.GetKinds(), len(ws))
+	for i, k := range resp.GetKinds() {
+		assert.Equal(t, ws[i], InputWaitFromProto(k))
+	}
+	assert.Nil(t, InputWaitFromProto("typing"))
+	c := CapsFromProto(CapsToProto(env.Capabilities{InputWait: true}))
+	assert.True(t, c.InputWait)
 }

@@ -124,7 +124,7 @@ func clamp16(v uint32) uint16 {
 func CapsToProto(c env.Capabilities) *pb.Capabilities {
 	return &pb.Capabilities{Pty: c.PTY, Resize: c.Resize, Stdin: c.Stdin, Reattach: c.Reattach, ReattachPty: c.ReattachPTY,
 		ReplayOutput: c.ReplayOutput, TreeKill: c.TreeKill, Notes: c.Notes, Ports: c.Ports, CheckUrl: c.CheckURL,
-		Limits: c.Limits, LimitsNote: c.LimitsNote, SandboxLimits: LimitsToProto(c.SandboxLimits)}
+		Limits: c.Limits, LimitsNote: c.LimitsNote, SandboxLimits: LimitsToProto(c.SandboxLimits), InputWait: c.InputWait}
 }
 
 // CapsFromProto converts Capabilities back.
@@ -132,7 +132,8 @@ func CapsFromProto(c *pb.Capabilities) env.Capabilities {
 	return env.Capabilities{PTY: c.GetPty(), Resize: c.GetResize(), Stdin: c.GetStdin(), Reattach: c.GetReattach(),
 		ReattachPTY: c.GetReattachPty(), ReplayOutput: c.GetReplayOutput(), TreeKill: c.GetTreeKill(), Notes: c.GetNotes(),
 		Ports: c.GetPorts(), CheckURL: c.GetCheckUrl(),
-		Limits: c.GetLimits(), LimitsNote: c.GetLimitsNote(), SandboxLimits: LimitsFromProto(c.GetSandboxLimits())}
+		Limits: c.GetLimits(), LimitsNote: c.GetLimitsNote(), SandboxLimits: LimitsFromProto(c.GetSandboxLimits()),
+		InputWait: c.GetInputWait()}
 }
 
 // LimitsToProto converts Limits; nil (or none set) is unset.
