@@ -124,12 +124,8 @@ type inputJob struct {
 func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.InputWait, error) {
 	out := make([]*env.InputWait, len(procs))
 	var jobs []inputJob
-	locked := map[*child]bool{}
-	defer func() {
-		for c := range locked {
-			c.mu.RUnlock()
-		}
-	}()
+	locked := childLocks{}
+	defer locked.unlock()
 	buf := make([]byte, 4096)
 	now := time.Now()
 	for i, h := range procs {
@@ -140,12 +136,8 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 			if p.env != e || p.released.Load() {
 				continue
 			}
-			// As TreeStats: the lock keeps the leader unreaped, its PID
-			// ours and the master open while the look uses them.
-			if !locked[p] {
-				p.mu.RLock()
-				locked[p] = true
-			}
+			// The lock also keeps the master open while the look uses it.
+			locked.lock(p)
 			if p.exiting || (p.input == inputTarget{}) {
 				continue
 			}

@@ -34,26 +34,15 @@ type statJob struct {
 func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeStats, error) {
 	out := make([]*env.TreeStats, len(procs))
 	var jobs []statJob
-	locked := map[*child]bool{}
-	defer func() {
-		for c := range locked {
-			c.mu.RUnlock()
-		}
-	}()
+	locked := childLocks{}
+	defer locked.unlock()
 	for i, h := range procs {
 		switch p := h.(type) {
 		case *child:
 			if p.env != e || p.released.Load() {
 				continue
 			}
-			// As Survivors: the leader's group is used as a number only
-			// while the waiter cannot reap the leader. A handle given twice
-			// is locked once: a second RLock could wait behind the waiter's
-			// Lock, which waits for the first.
-			if !locked[p] {
-				p.mu.RLock()
-				locked[p] = true
-			}
+			locked.lock(p)
 			jobs = append(jobs, statJob{i: i, tree: p.tree, leaderLive: !p.exiting})
 		case *detached:
 			if p.env != e || p.released.Load() {
@@ -73,6 +62,27 @@ func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeSt
 		out[j.i] = measureTree(members[k])
 	}
 	return out, nil
+}
+
+// childLocks holds the read lock of each child a batched look uses
+// (TreeStats, InputWaits). As in Survivors, the lock keeps the waiter from
+// reaping the leader, so that its PID (the group, the terminal's leader)
+// names it while the look uses it. A handle given twice is locked once: a
+// second RLock could wait behind the waiter's Lock, which waits for the
+// first.
+type childLocks map[*child]bool
+
+func (l childLocks) lock(c *child) {
+	if !l[c] {
+		c.mu.RLock()
+		l[c] = true
+	}
+}
+
+func (l childLocks) unlock() {
+	for c := range l {
+		c.mu.RUnlock()
+	}
 }
 
 // treeMembers returns each job's live members, as its tree's survivors
