@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,23 @@ var inputWaitCases = []testCase{
 	{"Raw", func(t *testing.T, s *suite) {
 		s.inputPositive(t, true, `stty raw -echo; printf 'Key? '; head -c 1 >/dev/null; stty sane`, "Key? ", env.InputRaw, "k")
 	}},
+	{"Vi", testInputVi},
 	{"Negatives", testInputNegatives},
+}
+
+// testInputVi: vi (busybox's, or vim) showing a file waits for keys on
+// its terminal in raw mode, in a poll or a read: raw. Skipped where the
+// sandbox has no vi. The answer has no ESC first: busybox vi reads an ESC
+// followed at once by more keys as one escape sequence.
+func testInputVi(t *testing.T, s *suite) {
+	e, _ := s.inputEnv(t, true)
+	if strings.TrimSpace(s.sh(t, e, "command -v vi >/dev/null && echo yes || echo no")) != "yes" {
+		t.Skip("no vi in the sandbox")
+	}
+	// HOME in the temp dir: vim writes its viminfo there, where a
+	// sandbox's home may be read-only (bwrap), and then asks for ENTER.
+	d := shellquote.Quote(s.tempDir(t, e))
+	s.inputPositive(t, true, "printf 'VI-LINE\\n' >"+d+"/f.txt; HOME="+d+" TERM=xterm vi "+d+"/f.txt", "VI-LINE", env.InputRaw, ":q!\r")
 }
 
 // inputEnv returns a fresh Environment as an env.InputWatcher, or skips;
