@@ -229,13 +229,6 @@ func (r *Registry) freshCondition(ctx context.Context, target string) (env.Healt
 	if observed || h.Condition == env.ConditionOK || time.Since(slot.health.lastChecked()) <= healthFresh {
 		return h, !observed
 	}
-	return r.awaitCheck(ctx, slot)
-}
-
-// awaitCheck asks slot's prober for a check now and returns its finding,
-// waiting for it at most env.HealthTimeout (plus healthFresh) and ctx;
-// probed is false when what it returns is an observation, not a check.
-func (r *Registry) awaitCheck(ctx context.Context, slot *envSlot) (h env.Health, probed bool) {
 	next := slot.health.probed.next()
 	slot.health.poke()
 	t := time.NewTimer(env.HealthTimeout + healthFresh)
@@ -246,19 +239,8 @@ func (r *Registry) awaitCheck(ctx context.Context, slot *envSlot) (h env.Health,
 	case <-ctx.Done():
 	case <-r.stop:
 	}
-	h, _, observed := slot.health.get()
+	h, _, observed = slot.health.get()
 	return h, !observed
-}
-
-// answersCheck reports whether a check made now finds target ok: what a
-// call that overran its deadline is asked before it is tried again.
-func (r *Registry) answersCheck(ctx context.Context, target string) bool {
-	slot := r.slotOf(target)
-	if slot == nil {
-		return false
-	}
-	h, probed := r.awaitCheck(ctx, slot)
-	return probed && h.Condition == env.ConditionOK
 }
 
 // healthFresh is the age beyond which a check is asked for at once by a

@@ -341,24 +341,8 @@ func (p *proc) signal(ctx context.Context, h env.Process, sig env.Signal) error 
 }
 
 // survivors asks for the tree with a deadline, and tells the backend's
-// health what it saw. A look that overran its deadline while a check made
-// right after finds the backend ok is a busy machine's, not a sick
-// backend's, and is made once more: at a load of 30 on two cores an ssh
-// look took over 5 s while the host answered its keepalive at once, and
-// the kill was left pending for a backend that answered it 10 ms later
-// (CI, 2026-11-27). A look changes nothing, so a second is safe; a signal
-// is never sent twice.
+// health what it saw.
 func (p *proc) survivors(ctx context.Context, h env.Process) ([]int, error) {
-	s, err := p.survivorsOnce(ctx, h)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && p.r.answersCheck(ctx, p.backend) {
-		p.r.log.Info("a look at the tree overran its deadline on a backend that answers; looking again",
-			"id", p.id, "backend", p.backend, "deadline", killCallTimeout)
-		s, err = p.survivorsOnce(ctx, h)
-	}
-	return s, err
-}
-
-func (p *proc) survivorsOnce(ctx context.Context, h env.Process) ([]int, error) {
 	release, err := p.r.treeCallTurn(ctx, p.backend)
 	if err != nil {
 		return nil, err
