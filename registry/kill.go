@@ -258,6 +258,12 @@ func (p *proc) kill(ctx context.Context, plan killPlan) (KillResult, error) {
 		in := p.info()
 		res.State, res.Status = in.State, in.Status
 	}
+	if err == nil && len(survivors) == 0 && res.State.Final() {
+		// The verification saw nothing of the tree left: say so now, not
+		// at the tree watcher's next look, so that what the kill returns
+		// and a listing right after it agree (TreeRunning false).
+		p.treeGone()
+	}
 	p.settlePending()
 	if len(res.Survivors) > 0 {
 		return res, fmt.Errorf("registry: kill %s: %d processes of the tree survived: %v", p.id, len(res.Survivors), res.Survivors)
