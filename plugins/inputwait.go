@@ -21,36 +21,23 @@ func (e *Env) InputWaits(ctx context.Context, procs []env.Process) ([]*env.Input
 	if !e.inputWait.Load() {
 		return nil, e.noInputWaits()
 	}
-	out := make([]*env.InputWait, len(procs))
-	byConn, ids, err := e.groupByConn(ctx, procs)
-	if err != nil {
-		return nil, err
-	}
-	for c, at := range byConn {
-		req := &pb.InputWaitsRequest{ProcessIds: make([]uint64, len(at))}
-		for k, i := range at {
-			req.ProcessIds[k] = ids[i]
-		}
-		resp, err := c.rpc.InputWaits(ctx, req)
+	out, err := askEachConn(ctx, e, procs, "input waits", func(c *conn, ids []uint64) ([]*env.InputWait, error) {
+		resp, err := c.rpc.InputWaits(ctx, &pb.InputWaitsRequest{ProcessIds: ids})
 		if err != nil {
-			err = e.fail(c, "input waits", err)
-			if errors.Is(err, env.ErrUnsupported) {
-				e.inputWait.Store(false)
-				e.log.Debug("the plugin cannot tell input waits", "err", err)
-				return nil, e.noInputWaits()
-			}
 			return nil, err
 		}
-		kinds := resp.GetKinds()
-		if len(kinds) != len(at) {
-			return nil, fmt.Errorf("plugin %s: input waits: answered %d for %d processes; the plugin is faulty, report it to its author",
-				e.found.Name, len(kinds), len(at))
+		waits := make([]*env.InputWait, len(resp.GetKinds()))
+		for k, kind := range resp.GetKinds() {
+			waits[k] = wire.InputWaitFromProto(kind)
 		}
-		for k, i := range at {
-			out[i] = wire.InputWaitFromProto(kinds[k])
-		}
+		return waits, nil
+	})
+	if errors.Is(err, env.ErrUnsupported) {
+		e.inputWait.Store(false)
+		e.log.Debug("the plugin cannot tell input waits", "err", err)
+		return nil, e.noInputWaits()
 	}
-	return out, nil
+	return out, err
 }
 
 func (e *Env) noInputWaits() error {

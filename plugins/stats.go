@@ -23,35 +23,52 @@ func (e *Env) TreeStats(ctx context.Context, procs []env.Process) ([]*env.TreeSt
 	if !e.treeStats.Load() {
 		return nil, e.noTreeStats()
 	}
-	out := make([]*env.TreeStats, len(procs))
+	out, err := askEachConn(ctx, e, procs, "tree stats", func(c *conn, ids []uint64) ([]*env.TreeStats, error) {
+		resp, err := c.rpc.TreeStats(ctx, &pb.TreeStatsRequest{ProcessIds: ids})
+		if err != nil {
+			return nil, err
+		}
+		trees := make([]*env.TreeStats, len(resp.GetTrees()))
+		for k, t := range resp.GetTrees() {
+			trees[k] = wire.TreeStatFromProto(t)
+		}
+		return trees, nil
+	})
+	if errors.Is(err, env.ErrUnsupported) {
+		// Built before the call, or its Environment stopped measuring:
+		// stop asking.
+		e.treeStats.Store(false)
+		e.log.Debug("the plugin does not measure process trees", "err", err)
+		return nil, e.noTreeStats()
+	}
+	return out, err
+}
+
+// askEachConn makes one call per plugin connection about the processes of
+// procs it holds (groupByConn) and returns one answer per process, the
+// zero R for the others. call gets the handle IDs and must answer one R
+// per ID; what names the call in errors.
+func askEachConn[R any](ctx context.Context, e *Env, procs []env.Process, what string, call func(c *conn, ids []uint64) ([]R, error)) ([]R, error) {
+	out := make([]R, len(procs))
 	byConn, ids, err := e.groupByConn(ctx, procs)
 	if err != nil {
 		return nil, err
 	}
 	for c, at := range byConn {
-		req := &pb.TreeStatsRequest{ProcessIds: make([]uint64, len(at))}
+		req := make([]uint64, len(at))
 		for k, i := range at {
-			req.ProcessIds[k] = ids[i]
+			req[k] = ids[i]
 		}
-		resp, err := c.rpc.TreeStats(ctx, req)
+		got, err := call(c, req)
 		if err != nil {
-			err = e.fail(c, "tree stats", err)
-			if errors.Is(err, env.ErrUnsupported) {
-				// Built before the call, or its Environment stopped
-				// measuring: stop asking.
-				e.treeStats.Store(false)
-				e.log.Debug("the plugin does not measure process trees", "err", err)
-				return nil, e.noTreeStats()
-			}
-			return nil, err
+			return nil, e.fail(c, what, err)
 		}
-		trees := resp.GetTrees()
-		if len(trees) != len(at) {
-			return nil, fmt.Errorf("plugin %s: tree stats: answered %d trees for %d processes; the plugin is faulty, report it to its author",
-				e.found.Name, len(trees), len(at))
+		if len(got) != len(at) {
+			return nil, fmt.Errorf("plugin %s: %s: answered for %d processes, not %d; the plugin is faulty, report it to its author",
+				e.found.Name, what, len(got), len(at))
 		}
 		for k, i := range at {
-			out[i] = wire.TreeStatFromProto(trees[k])
+			out[i] = got[k]
 		}
 	}
 	return out, nil
