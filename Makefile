@@ -13,7 +13,8 @@ STATICCHECK := $(GOBIN_DIR)/staticcheck
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || true)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+CLI_PKG := github.com/corralhq/corral/internal/cli
+LDFLAGS := -X $(CLI_PKG).version=$(VERSION) -X $(CLI_PKG).commit=$(COMMIT)
 
 # Extra flags for go test, e.g. GOTESTFLAGS=-v (CI) or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
@@ -149,9 +150,9 @@ chaos: test-image
 ## run under Wine (scripts/wine/run-windows-tests.sh: a private Wine prefix,
 ## removed after). Skips without wine64 and binutils-mingw-w64-x86-64
 ## unless CORRAL_REQUIRE_WINE=1; CORRAL_WINE_RUN=REGEXP picks tests.
-# PKG=REGEXP runs only the tests REGEXP matches: cmd/corral's and docs'
+# PKG=REGEXP runs only the tests REGEXP matches: internal/cli's and docs'
 # other tests need a POSIX system.
-WINE_PKGS ?= ./env/local './cmd/corral=^TestWindows' './docs=^Example$$'
+WINE_PKGS ?= ./env/local './internal/cli=^TestWindows' './docs=^Example$$'
 
 wine-test:
 	GO="$(GO)" bash scripts/wine/run-windows-tests.sh $(WINE_PKGS)
@@ -169,8 +170,8 @@ CROSS_LIST = $$($(GO) list -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... | gr
 cross:
 	export GOOS=darwin GOARCH=arm64; $(GO) build $(CROSS_LIST)
 	export GOOS=windows GOARCH=amd64; $(GO) build $(CROSS_LIST)
-	GOOS=darwin GOARCH=arm64 $(GO) build -o $(CROSS_DIR)/darwin-arm64/corral ./cmd/corral
-	GOOS=windows GOARCH=amd64 $(GO) build -o $(CROSS_DIR)/windows-amd64/corral.exe ./cmd/corral
+	GOOS=darwin GOARCH=arm64 $(GO) build -o $(CROSS_DIR)/darwin-arm64/ ./cmd/corral ./cmd/corrald
+	GOOS=windows GOARCH=amd64 $(GO) build -o $(CROSS_DIR)/windows-amd64/ ./cmd/corral ./cmd/corrald
 	@echo "cross-builds: ok (darwin/arm64, windows/amd64: $(CROSS_DIR))"
 
 ## generate: regenerate plugins/proto's gRPC code (protoc from Debian's
@@ -195,13 +196,15 @@ k8s-up:
 k8s-down:
 	bash scripts/k8s/down.sh
 
-## build: ./bin/corral, and beside it the Kubernetes backend plugin
-## (bin/corral-backend-k8s), with version and commit stamped in
+## build: ./bin/corral (the thin command line), and beside it corrald
+## (the daemon and what hosts the backends, to which corral hands those
+## commands) and the Kubernetes backend plugin (bin/corral-backend-k8s),
+## with version and commit stamped in
 build:
 	@mkdir -p bin
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/corral ./cmd/corral
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/corral ./cmd/corrald
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/corral-backend-k8s ./cmd/corral-backend-k8s
-	@echo "built bin/corral and bin/corral-backend-k8s ($(VERSION))"
+	@echo "built bin/corral, bin/corrald and bin/corral-backend-k8s ($(VERSION))"
 
 ## bench: run every package's benchmarks and print the corral-vs-baseline table.
 # -p 1: packages one at a time, so benchmarks do not compete for the CPUs.

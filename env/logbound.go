@@ -2,6 +2,7 @@ package env
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -58,6 +59,20 @@ func ParseLogMax(s string) (int64, error) {
 	n, err := parseBytes(t)
 	if err != nil || n < 0 || n > 1<<50 { // negative: a size past int64
 		return 0, fmt.Errorf("log bound %q: give a size such as 32MiB or 1GiB, 0 for the default (%d MiB) or none", s, DefaultLogMax>>20)
+	}
+	return n, nil
+}
+
+// LogMaxFromEnv is $CORRAL_LOG_MAX (see ParseLogMax), 0 when unset; an
+// error for a value that does not parse.
+func LogMaxFromEnv() (int64, error) {
+	v := os.Getenv("CORRAL_LOG_MAX")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := ParseLogMax(v)
+	if err != nil {
+		return 0, fmt.Errorf("CORRAL_LOG_MAX: %w", err)
 	}
 	return n, nil
 }

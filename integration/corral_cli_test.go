@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// buildCorral returns the path of cmd/corral built for this package: once
+// buildCorral returns the path of cmd/corral (with cmd/corrald beside it) built for this package: once
 // (linking takes seconds on two cores), into the package's directory
 // (TestMain), where it outlives every test, as the shared daemon it
 // starts must.
@@ -35,10 +35,12 @@ func buildCorral(t testing.TB) string {
 		t.Skip("corral run end-to-end tests need a POSIX shell")
 	}
 	corralBin.once.Do(func() {
+		// corral and corrald, side by side as make build and go install
+		// leave them: corral hands serve, --no-daemon, mcp and acp over.
 		bin := filepath.Join(packageDir, "corral")
-		cmd := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral")
+		cmd := exec.Command("go", "build", "-o", packageDir+string(filepath.Separator), "github.com/corralhq/corral/cmd/corral", "github.com/corralhq/corral/cmd/corrald")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			corralBin.err = fmt.Errorf("go build cmd/corral: %v\n%s", err, out)
+			corralBin.err = fmt.Errorf("go build cmd/corral cmd/corrald: %v\n%s", err, out)
 			return
 		}
 		// Start the package's shared daemon now, so that no test's corral

@@ -26,10 +26,7 @@ import (
 //	/client   the daemon API's Start from this process (socket + daemon + start)
 //	/baseline env/local Start of a detached `true`, in-process
 func BenchmarkStartTrue(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "corral")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/corralhq/corral/cmd/corral").CombinedOutput(); err != nil {
-		require.FailNow(b, fmt.Sprintf("build: %v\n%s", err, out))
-	}
+	bin := buildCorral(b)
 	root, err := os.MkdirTemp("", "cdb")
 	require.NoError(b, err)
 	defer os.RemoveAll(root)

@@ -2,6 +2,12 @@
 // coding agents: on the local machine, in Docker containers, on hosts over
 // SSH, and on any backend a plugin brings.
 //
+// corral is the thin command line: it talks to the daemon and links none
+// of the backends, so that a call costs little more than a process start.
+// The daemon (serve), runs with --no-daemon, mcp, acp, doctor and backends
+// run in corrald (cmd/corrald), installed beside it, to which corral
+// hands them over.
+//
 // Exit status of `corral run`: the command's own exit code; 128+N when
 // signal N ended it; 124 when --timeout or --idle-timeout fired (the whole
 // process tree was killed); 130, 143 or 129 when corral itself got SIGINT,
@@ -13,8 +19,10 @@ package main
 
 import (
 	"os"
+
+	"github.com/corralhq/corral/internal/cli"
 )
 
 func main() {
-	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

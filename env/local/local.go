@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/env/local/secrets"
 )
 
 // OutputGrace is how long output from descendants that still hold the
@@ -28,7 +29,7 @@ type Options struct {
 	// It is created with mode 0700.
 	StateDir string
 
-	// AllowEnv names secret-looking variables (see secretPatterns and
+	// AllowEnv names secret-looking variables (see secrets.FilterSecrets and
 	// docs/backends.md) of the base environment that are passed on
 	// nevertheless.
 	AllowEnv []string
@@ -108,7 +109,7 @@ func New(opts Options) (*Env, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	base := filterSecrets(environ, opts.AllowEnv)
+	base := secrets.FilterSecrets(environ, opts.AllowEnv)
 	base = dropVars(base, func(name string) bool { return name == shimEnvVar })
 	sys, err := newSystem(opts.DisableCgroup, log)
 	if err != nil {
@@ -346,4 +347,4 @@ func dropVars(environ []string, drop func(name string) bool) []string {
 // shimEnvVar, when set, turns any binary importing this package into the
 // shim of a detached process (see the package documentation). It is never
 // passed on to commands.
-const shimEnvVar = "CORRAL_LOCAL_SHIM"
+const shimEnvVar = secrets.ShimVar
