@@ -303,14 +303,18 @@ type OutputChunk struct {
 
 // Error codes of ErrorBody.Code; see docs/api.md.
 const (
-	CodeInvalidID  = "invalid_id"
-	CodeNotFound   = "not_found"
-	CodeAmbiguous  = "ambiguous"
-	CodeInvalid    = "invalid"
-	CodeRunning    = "running"
-	CodeNotRunning = "not_running"
-	CodeLimit      = "limit"
-	CodeNameInUse  = "name_in_use"
+	CodeInvalidID = "invalid_id"
+	CodeNotFound  = "not_found"
+	CodeAmbiguous = "ambiguous"
+	CodeInvalid   = "invalid"
+	// CodeInvalidSpec: the backend refused the command's spec before
+	// anything ran (a --dir that does not exist in the sandbox): the
+	// request was well formed, so a run reports it as a failed start.
+	CodeInvalidSpec = "invalid_spec"
+	CodeRunning     = "running"
+	CodeNotRunning  = "not_running"
+	CodeLimit       = "limit"
+	CodeNameInUse   = "name_in_use"
 	// CodeUnsupported: the backend cannot do what was asked (a limit it
 	// cannot enforce, a feature it lacks); the message says why.
 	CodeUnsupported = "unsupported"
@@ -340,9 +344,10 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Message }
 
 // Is maps the code back to the registry's sentinels: to those of the class
-// the code stands for.
+// the code stands for. A refused spec is also an invalid request
+// (registry.ErrInvalidOptions), as it was before it had a code of its own.
 func (e *APIError) Is(target error) bool {
-	return errclass.Match(target, codeClass[e.Code])
+	return errclass.Match(target, codeClass[e.Code]) || e.Code == CodeInvalidSpec && errclass.Match(target, errclass.Invalid)
 }
 
 // httpError is how an error class is answered.
@@ -352,9 +357,10 @@ type httpError struct {
 }
 
 // httpErrors is the HTTP translation of the error classes. The API speaks
-// of the registry's classes; two env classes travel as the registry class
-// a client acts on alike (a spec the backend refused is an invalid
-// request; stdin that is closed is stdin of a process not running);
+// of the registry's classes, and of a spec the backend refused
+// (invalid_spec: `corral run` tells a bad request, exit 2, from a start
+// that failed, 125); stdin that is closed travels as stdin of a process
+// not running, which a client acts on alike;
 // Unsupported travels as itself, a request this backend cannot serve
 // (the caller picks another backend or drops the option, as for a limit
 // it cannot enforce), not a failure of the daemon; and the other env
@@ -366,7 +372,7 @@ var httpErrors = map[errclass.Class]httpError{
 	errclass.Ambiguous:   {http.StatusBadRequest, CodeAmbiguous},
 	errclass.NotFound:    {http.StatusNotFound, CodeNotFound},
 	errclass.Invalid:     {http.StatusBadRequest, CodeInvalid},
-	errclass.InvalidSpec: {http.StatusBadRequest, CodeInvalid},
+	errclass.InvalidSpec: {http.StatusBadRequest, CodeInvalidSpec},
 	errclass.Running:     {http.StatusConflict, CodeRunning},
 	errclass.NotRunning:  {http.StatusConflict, CodeNotRunning},
 	errclass.StdinClosed: {http.StatusConflict, CodeNotRunning},
@@ -392,6 +398,7 @@ var codeClass = map[string]errclass.Class{
 	CodeAmbiguous:   errclass.Ambiguous,
 	CodeNotFound:    errclass.NotFound,
 	CodeInvalid:     errclass.Invalid,
+	CodeInvalidSpec: errclass.InvalidSpec,
 	CodeRunning:     errclass.Running,
 	CodeNotRunning:  errclass.NotRunning,
 	CodeLimit:       errclass.Limit,

@@ -36,17 +36,19 @@ func answer(err error) (*APIError, int) {
 func TestEveryClassCrossesHTTP(t *testing.T) {
 	// What the API answered before classes existed (docs/api.md): a class
 	// travels as itself, as the registry class a client acts on alike
-	// (folded), or as an internal error.
+	// (folded), as itself and also the class it refines (also: a spec the
+	// backend refused is an invalid request too), or as an internal error.
 	internal := httpError{http.StatusInternalServerError, CodeInternal}
 	want := map[errclass.Class]struct {
 		h      httpError
 		folded errclass.Class
+		also   errclass.Class
 	}{
 		errclass.InvalidID:   {h: httpError{400, CodeInvalidID}},
 		errclass.Ambiguous:   {h: httpError{400, CodeAmbiguous}},
 		errclass.NotFound:    {h: httpError{404, CodeNotFound}},
 		errclass.Invalid:     {h: httpError{400, CodeInvalid}},
-		errclass.InvalidSpec: {h: httpError{400, CodeInvalid}, folded: errclass.Invalid},
+		errclass.InvalidSpec: {h: httpError{400, CodeInvalidSpec}, also: errclass.Invalid},
 		errclass.Running:     {h: httpError{409, CodeRunning}},
 		errclass.NotRunning:  {h: httpError{409, CodeNotRunning}},
 		errclass.StdinClosed: {h: httpError{409, CodeNotRunning}, folded: errclass.NotRunning},
@@ -79,6 +81,10 @@ func TestEveryClassCrossesHTTP(t *testing.T) {
 		switch {
 		case w.h == internal:
 			assert.Equal(t, errclass.Unknown, back, "class %v, an internal error, came back as a class", c)
+		case w.also != errclass.Unknown:
+			assert.Equal(t, w.also, back, "class %v: the class it refines comes first", c)
+			assert.ErrorIs(t, got, sentinel, "class %v", c)
+			assert.ErrorIs(t, got, errclass.New(w.also, "its parent"), "class %v", c)
 		case w.folded != errclass.Unknown:
 			assert.Equal(t, w.folded, back, "class %v: folded", c)
 			assert.NotErrorIs(t, got, sentinel, "class %v: folded, it no longer matches its own sentinel", c)
@@ -94,8 +100,10 @@ func TestEveryClassCrossesHTTP(t *testing.T) {
 
 // TestSentinelsCrossHTTP: the client's error matches the very sentinel the
 // registry returned, and no other; a folded env sentinel matches the
-// registry's it travels as.
+// registry's it travels as; a refused spec matches the env sentinels of
+// its class and the registry's invalid options.
 func TestSentinelsCrossHTTP(t *testing.T) {
+	errSpec := errors.New("the invalid-spec class and the registry's invalid options")
 	all := []error{registry.ErrInvalidID, registry.ErrAmbiguous, registry.ErrNotFound, registry.ErrInvalidOptions,
 		registry.ErrRunning, registry.ErrNotRunning, registry.ErrLimit, registry.ErrClosed, registry.ErrWaitTimeout, registry.ErrNameInUse,
 		env.ErrInvalidSpec, env.ErrDirNotFound, env.ErrStdinClosed, env.ErrNotFound, env.ErrUnsupported,
@@ -108,7 +116,7 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 		{&registry.AmbiguousError{Prefix: "abcd", Candidates: []string{"proc_abcd00000000", "proc_abcd00000001"}}, registry.ErrAmbiguous},
 		{registry.ErrNotFound, registry.ErrNotFound},
 		{registry.ErrInvalidOptions, registry.ErrInvalidOptions},
-		{&env.SpecError{Field: "Dir", Value: "/nope", Reason: "no such directory", Err: env.ErrDirNotFound}, registry.ErrInvalidOptions},
+		{&env.SpecError{Field: "Dir", Value: "/nope", Reason: "no such directory", Err: env.ErrDirNotFound}, errSpec},
 		{registry.ErrRunning, registry.ErrRunning},
 		{fmt.Errorf("registry: write x: %w: %w", registry.ErrNotRunning, env.ErrExited), registry.ErrNotRunning},
 		{env.ErrStdinClosed, registry.ErrNotRunning},
@@ -125,7 +133,12 @@ func TestSentinelsCrossHTTP(t *testing.T) {
 		got, _ := answer(fmt.Errorf("op: %w", tc.err))
 		assert.Equal(t, "op: "+tc.err.Error(), got.Message, "%v: the message", tc.err)
 		for _, s := range all {
-			assert.Equal(t, s == tc.want, errors.Is(got, s), "%v answered %q: errors.Is(_, %v)", tc.err, got.Code, s)
+			want := s == tc.want
+			if tc.want == errSpec {
+				// The class travels, not which of its sentinels.
+				want = s == registry.ErrInvalidOptions || s == env.ErrInvalidSpec || s == env.ErrDirNotFound
+			}
+			assert.Equal(t, want, errors.Is(got, s), "%v answered %q: errors.Is(_, %v)", tc.err, got.Code, s)
 		}
 	}
 }

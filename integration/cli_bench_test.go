@@ -2,9 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +37,12 @@ import (
 //	BenchmarkCLIRunPlugin          the second and later `corral run --backend localplugin:// -- true`
 //	                               and `corral run -- true`, alternated through one daemon; reports
 //	                               plugin-ms, native-ms and their ratio (target: ratio ≤ 2)
+//	BenchmarkCLIOutputSSH/corral      `corral run --backend ssh://h -- head -c 100M /dev/zero`
+//	BenchmarkCLIOutputSSH/baseline    `ssh h head -c 100M /dev/zero`
 //	BenchmarkCLIVersion/corral     `corral version`
-//	BenchmarkCLIVersion/baseline   `true` (/bin/true): a process's floor cost
+//	BenchmarkCLIVersion/baseline   a minimal Go program (one write to stdout): a Go command's start-up
+//	BenchmarkCLIVersion/true       `true` (/bin/true): a process's floor cost
+//	BenchmarkCLIRunConcurrent      200 `corral run -- true` at once; p99 against the single-call median
 //
 // Every corral figure is taken after one unmeasured call, so that the
 // daemon runs and the backend is open: the figures are those of a warm
@@ -136,6 +145,23 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func BenchmarkCLIOutputSSH(b *testing.B) {
+	sshtest.Require(b)
+	srv := sshtest.Start(b)
+	h := newDaemonHome(b, buildCorral(b))
+	h.trustSSH(srv)
+	const size = 100 << 20
+	command := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	b.Run("corral", func(b *testing.B) {
+		b.SetBytes(size)
+		benchOutput(b, h.env, size, h.bin, append([]string{"run", "--backend", srv.Target(), "--"}, command...)...)
+	})
+	b.Run("baseline", func(b *testing.B) {
+		b.SetBytes(size)
+		benchOutput(b, h.env, size, "ssh", append([]string{"-F", srv.SSHConfig, srv.Alias}, command...)...)
+	})
+}
+
 func BenchmarkCLIRunLocal(b *testing.B) {
 	h := newDaemonHome(b, buildCorral(b))
 	b.Run("corral", func(b *testing.B) {
@@ -151,12 +177,96 @@ func BenchmarkCLIRunLocal(b *testing.B) {
 
 func BenchmarkCLIVersion(b *testing.B) {
 	h := newDaemonHome(b, buildCorral(b))
+	hello := buildHello(b)
 	b.Run("corral", func(b *testing.B) {
 		benchProcess(b, h.env, "corral ", h.bin, "version")
 	})
 	b.Run("baseline", func(b *testing.B) {
+		benchProcess(b, h.env, "hello", hello)
+	})
+	b.Run("true", func(b *testing.B) {
 		benchProcess(b, h.env, "", "true")
 	})
+}
+
+// buildHello builds a minimal Go program (it writes one line): the
+// start-up any Go command pays, the baseline of corral version.
+func buildHello(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	require.NoError(b, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.26\n"), 0o600))
+	require.NoError(b, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"hello\\n\") }\n"), 0o600))
+	bin := filepath.Join(dir, "hello")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "go build hello: %s", out)
+	return bin
+}
+
+// BenchmarkCLIRunConcurrent starts 200 `corral run -- true` clients at
+// once through one warm daemon, per op, and reports their latencies:
+// p50-ms and p99-ms over all ops, single-ms the median of single calls
+// alone, measured in the same run just before, and p99/single (target
+// ≤ 10). Any failed call fails the benchmark.
+func BenchmarkCLIRunConcurrent(b *testing.B) {
+	h := newDaemonHome(b, buildCorral(b))
+	const clients = 200
+	run := func() (time.Duration, error) {
+		start := time.Now()
+		cmd := exec.Command(h.bin, "run", "--", "true")
+		cmd.Env = h.env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("corral run -- true: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+	if _, err := run(); err != nil { // warm
+		require.FailNow(b, err.Error())
+	}
+	var single []time.Duration
+	for range 21 {
+		d, err := run()
+		require.NoError(b, err)
+		single = append(single, d)
+	}
+	var all []time.Duration
+	for b.Loop() {
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			errs []error
+		)
+		for range clients {
+			wg.Go(func() {
+				d, err := run()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				all = append(all, d)
+			})
+		}
+		wg.Wait()
+		require.Empty(b, errs, "%d of %d concurrent calls failed", len(errs), clients)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	p99 := quantile(all, 0.99)
+	b.ReportMetric(ms(quantile(single, 0.5)), "single-ms")
+	b.ReportMetric(ms(quantile(all, 0.5)), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(float64(p99)/float64(quantile(single, 0.5)), "p99/single")
+}
+
+// quantile is the q-quantile of ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 // BenchmarkCLIRunPlugin times `corral run --backend localplugin:// -- true`

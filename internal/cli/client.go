@@ -29,16 +29,29 @@ const daemonStartWait = 15 * time.Second
 // unexplained before the client says on stderr what it waits for.
 const daemonSlowNotice = time.Second
 
+// dial returns a client of the daemon's socket, without a call: the first
+// request finds out whether a daemon answers (daemon.ErrNoDaemon).
+func dial() (*daemon.Client, error) {
+	if err := daemonUnavailable(); err != nil {
+		return nil, err
+	}
+	paths, err := daemon.DefaultPaths()
+	if err != nil {
+		return nil, &exitError{code: exitCorralError, msg: err.Error()}
+	}
+	return daemon.NewClient(paths.Socket), nil
+}
+
 // connect returns a client of the running daemon, starting one if needed.
 func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Status, error) {
-	if err := daemonUnavailable(); err != nil {
+	c, err := dial()
+	if err != nil {
 		return nil, daemon.Status{}, err
 	}
 	paths, err := daemon.DefaultPaths()
 	if err != nil {
 		return nil, daemon.Status{}, &exitError{code: exitCorralError, msg: err.Error()}
 	}
-	c := daemon.NewClient(paths.Socket)
 	st, err := c.Status(ctx)
 	if err == nil {
 		return c, st, nil

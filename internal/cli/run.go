@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local/secrets"
 	"github.com/corralhq/corral/internal/errclass"
@@ -267,7 +268,7 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 			fmt.Fprintln(stderr, waitingInputLine(id, w, o.stdin))
 		}
 	}
-	res, runErr := svc.Run(ctx, registry.RunOptions{
+	runOpts := registry.RunOptions{
 		StartOptions:   start,
 		Timeout:        o.timeout,
 		IdleTimeout:    o.idleTimeout,
@@ -283,7 +284,20 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 				go followTerminalSize(sideCtx, svc, in.ID, stdout)
 			}
 		},
-	})
+	}
+	res, runErr := svc.Run(ctx, runOpts)
+	if _, lazy := svc.(*daemon.Client); lazy && errors.Is(runErr, daemon.ErrNoDaemon) {
+		// The run is the first call to the daemon, with no status call
+		// before it: where none answered, nothing was sent, so start
+		// one and run.
+		c, _, err := connect(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer c.CloseIdle()
+		svc = c
+		res, runErr = svc.Run(ctx, runOpts)
+	}
 	stopSide()
 
 	cancel()
@@ -309,8 +323,11 @@ func runForeground(parent context.Context, o runOptions, command string, stdin i
 		// "registry: " says nothing to a user of the command; "daemon: "
 		// does (the daemon died under the run, say), so it stays.
 		code := exitCorralError
-		if exitStatuses[errclass.Of(runErr)] == exitUsage {
-			// A target the daemon's check refused, say: nothing ran.
+		if errclass.Of(runErr) == errclass.Invalid && !errors.Is(runErr, env.ErrInvalidSpec) {
+			// A bad request (a target the daemon's check refused): a
+			// usage error, as where the same check runs in process. A
+			// spec the backend refused (a missing --dir) is a failed
+			// start (invalid_spec).
 			code = exitUsage
 		}
 		return &exitError{code: code, msg: "run: " + strings.ReplaceAll(runErr.Error(), "registry: ", "")}
@@ -430,7 +447,9 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 			engine.WaitSandboxRemovals()
 		}, nil
 	}
-	c, _, err := connect(ctx, stderr)
+	// No status call first: a short run is one round trip to the daemon.
+	// The run itself finds out when none answers (runForeground).
+	c, err := dial()
 	if err != nil {
 		return nil, nil, err
 	}
