@@ -83,6 +83,13 @@ func uniqueName(prefix string) string {
 // sandbox) and removes it when the test ends.
 func startUserContainer(t testing.TB, cli *client.Client) string {
 	t.Helper()
+	return startContainer(t, cli, nil)
+}
+
+// startContainer is startUserContainer with tmpfs mounts (path: options),
+// as docker run --tmpfs makes them.
+func startContainer(t testing.TB, cli *client.Client, tmpfs map[string]string) string {
+	t.Helper()
 	ctx := dockerCtx(t)
 	name := uniqueName("corral-it-")
 	init := true
@@ -93,7 +100,7 @@ func startUserContainer(t testing.TB, cli *client.Client) string {
 			Cmd:    []string{"/bin/sh", "-c", `trap "exit 0" TERM; while :; do sleep 3600 & wait; done`},
 			Labels: map[string]string{"dev.corral.test": "true"},
 		},
-		HostConfig: &container.HostConfig{Init: &init},
+		HostConfig: &container.HostConfig{Init: &init, Tmpfs: tmpfs},
 	})
 	require.NoError(t, err, "create container")
 	t.Cleanup(func() { removeContainer(cli, name) })

@@ -313,7 +313,11 @@ func (r *Registry) snapshot() []byte {
 		}
 		return 1
 	})
-	b, err := json.MarshalIndent(f, "", " ")
+	// Compact: indenting is one more pass over every byte, 6 % of the
+	// daemon's CPU under 200 concurrent runs with a thousand records
+	// (finished processes are kept until pruned); the file is the
+	// registry's, not a person's (corral ps --json is theirs).
+	b, err := json.Marshal(f)
 	if err != nil {
 		// Info is plain data; this cannot happen.
 		panic(fmt.Sprintf("registry: marshal checkpoint: %v", err))

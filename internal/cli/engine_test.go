@@ -27,3 +27,22 @@ var testEngine = &Engine{
 func TestBackendHelpIsTheEngines(t *testing.T) {
 	assert.Equal(t, backends.Help, backendHelp)
 }
+
+// TestThinWithoutCorrald: the thin corral (no engine) hands mcp, serve
+// and run --no-daemon to corrald; where none is installed it says so in
+// one line with how to install it, exit 125, and runs nothing.
+func TestThinWithoutCorrald(t *testing.T) {
+	SetEngine(nil)
+	t.Cleanup(func() { SetEngine(testEngine) })
+	t.Setenv("PATH", t.TempDir())
+	for _, args := range [][]string{{"mcp"}, {"doctor"}, {"serve"}, {"run", "--no-daemon", "--", "true"}} {
+		code, out, errOut := corral(t, "", args...)
+		assert.Equal(t, exitCorralError, code, "%q: stderr %q", args, errOut)
+		assert.Empty(t, out, "%q", args)
+		assert.Regexp(t, `^corral: \w+: corrald is not beside corral nor on PATH: install both with go install github.com/corralhq/corral/cmd/\.\.\.@latest \(or make build\)\n$`, errOut, "%q", args)
+	}
+	// Without the engine, the check of a target is the syntax's alone:
+	// the daemon does the rest.
+	assert.NoError(t, checkBackend("nosuch://x"))
+	assert.ErrorContains(t, checkBackend("no where"), `backend "no where" not available`)
+}
