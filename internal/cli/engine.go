@@ -89,14 +89,21 @@ func EngineShort(name string) string {
 func engineStandIns(args []string, stdout, stderr io.Writer) []*cobra.Command {
 	out := make([]*cobra.Command, 0, len(engineCommands))
 	for _, c := range engineCommands {
-		out = append(out, &cobra.Command{
+		cmd := &cobra.Command{
 			Use:                c.name,
 			Short:              c.short,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return handOver(c.name, args, stdout, stderr)
 			},
+		}
+		// corral help mcp: the help is corrald's, which knows the flags.
+		cmd.SetHelpFunc(func(*cobra.Command, []string) {
+			if err := handOver(c.name, []string{c.name, "--help"}, stdout, stderr); err != nil {
+				fmt.Fprintf(stderr, "corral: %s\n", err)
+			}
 		})
+		out = append(out, cmd)
 	}
 	return out
 }
