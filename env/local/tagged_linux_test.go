@@ -30,6 +30,9 @@ func TestTagged(t *testing.T) {
 		p1, err := e1.Start(testCtx(t), env.Spec{Command: "sleep " + m1 + " & sleep " + m1, Detach: true, Tag: "proc_aaaaaaaaaaaa"})
 		require.NoError(t, err)
 		require.NoError(t, p1.Release())
+		// Start returns once sh runs; its two sleeps come after (on a
+		// loaded machine, after the look below, which then saw two).
+		require.Eventually(t, func() bool { return len(pids(m1)) == 2 }, condWait, condPoll, "the two sleeps did not start")
 		start(t, e1, env.Spec{Command: "sleep " + m2, Detach: true, Tag: "proc_bbbbbbbbbbbb"})
 		start(t, e1, env.Spec{Command: "sleep " + marker(), Tag: "proc_aaaaaaaaaaaa"}) // not detached: e1's own child
 		// An old directory whose start never reached the server.
