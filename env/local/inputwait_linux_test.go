@@ -180,7 +180,10 @@ func testInputWaitsPositive(t *testing.T, disableCgroup bool) {
 				awaitOutput(t, out, s.expect, 20*time.Second)
 			}
 			// The shell now sleeps: the process runs and is not waiting.
-			require.Nil(t, inputWait(t, e, p), "still flagged after the answer")
+			// Within a look or two: the answer's echo is out a moment
+			// before the shell is past its read (seen once in CI under
+			// load, on the pipe prompt).
+			require.Eventually(t, func() bool { return inputWait(t, e, p) == nil }, 3*time.Second, 50*time.Millisecond, "still flagged 3 s after the answer")
 		})
 	}
 }
