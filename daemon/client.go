@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,6 +275,12 @@ func (c *Client) stream(ctx context.Context, method, path string, q url.Values, 
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return readError(resp)
+	}
+	if resp.Header.Get("Content-Type") == FramesType {
+		if err := readFrames(resp.Body, on); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("daemon: stream %s: %w", path, err)
+		}
+		return ctx.Err()
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -672,8 +679,10 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 			if opts.OnWaitingInput != nil {
 				opts.OnWaitingInput(w)
 			}
-		case "output":
-			if err := decodeChunk(data, &ch); err != nil {
+		case "output", "output.raw":
+			if event == "output.raw" {
+				ch.Offset, ch.Data = int64(binary.BigEndian.Uint64(data)), data[8:]
+			} else if err := decodeChunk(data, &ch); err != nil {
 				return false, err
 			}
 			if out != nil {
@@ -689,6 +698,7 @@ func (c *Client) Run(ctx context.Context, opts registry.RunOptions) (registry.Ru
 	}, func(r *http.Request) {
 		// A half-closed connection must not go back to the pool.
 		r.Close = true
+		r.Header.Set("Accept", FramesType)
 	})
 	close(streamDone)
 	res := end.RunResult

@@ -701,7 +701,16 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	// been read to its end: the lease depends on it.
 	_, _ = io.Copy(io.Discard, r.Body)
 	opts := req.Options()
-	sse, ok := s.startSSE(w)
+	var sse runStream
+	var ok bool
+	if r.Header.Get("Accept") == FramesType {
+		sse, ok = newFrames(w)
+		if !ok {
+			s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		}
+	} else {
+		sse, ok = s.startSSE(w)
+	}
 	if !ok {
 		return
 	}
