@@ -50,14 +50,10 @@ type frameWriter struct {
 }
 
 func newFrames(w http.ResponseWriter) (*frameWriter, bool) {
-	f, ok := w.(http.Flusher)
+	f, ok := startStream(w, FramesType)
 	if !ok {
 		return nil, false
 	}
-	w.Header().Set("Content-Type", FramesType)
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	f.Flush()
 	return &frameWriter{w: w, f: f}, true
 }
 

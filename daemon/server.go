@@ -644,21 +644,35 @@ func (s *sseWriter) sendChunk(ch OutputChunk) bool {
 func (s *Server) startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	sse, ok := newSSE(w)
 	if !ok {
-		s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		s.failNoStream(w)
 	}
 	return sse, ok
 }
 
+func (s *Server) failNoStream(w http.ResponseWriter) {
+	s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+}
+
 func newSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	f, ok := startStream(w, "text/event-stream")
+	if !ok {
+		return nil, false
+	}
+	return &sseWriter{w: w, f: f}, true
+}
+
+// startStream answers 200 with a streamed body of contentType, flushed at
+// once, or reports that this connection cannot stream.
+func startStream(w http.ResponseWriter, contentType string) (http.Flusher, bool) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, false
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
-	return &sseWriter{w: w, f: f}, true
+	return f, true
 }
 
 // send writes one event with a JSON payload; false when the client left.
@@ -704,9 +718,8 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	var sse runStream
 	var ok bool
 	if r.Header.Get("Accept") == FramesType {
-		sse, ok = newFrames(w)
-		if !ok {
-			s.fail(w, errors.New("daemon: streaming unsupported by this connection"))
+		if sse, ok = newFrames(w); !ok {
+			s.failNoStream(w)
 		}
 	} else {
 		sse, ok = s.startSSE(w)

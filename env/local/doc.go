@@ -158,7 +158,7 @@
 // the last value winning (the shim starts commands with ForkExec, which
 // would pass duplicates on). The shim's variable is never passed on. A
 // supervisor that serves other callers (the daemon) sets Options.Environ to
-// AccountEnviron, so that a caller that sends no environment gets the
+// secrets.AccountEnviron, so that a caller that sends no environment gets the
 // account's minimal one, never the supervisor's own.
 //
 // # Stdin on a terminal

@@ -39,7 +39,7 @@ type Options struct {
 	// filtered: secret-looking variables not named in AllowEnv are
 	// dropped. Spec.Environ, when given, replaces it, as given; Spec.Env
 	// is applied on top, unfiltered. A supervisor that serves other
-	// callers sets AccountEnviron here, so that nothing of its own
+	// callers sets secrets.AccountEnviron here, so that nothing of its own
 	// environment reaches their commands.
 	Environ []string
 

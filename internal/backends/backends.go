@@ -19,15 +19,13 @@ import (
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/docker"
 	"github.com/corralhq/corral/env/local"
+	"github.com/corralhq/corral/env/local/secrets"
 	"github.com/corralhq/corral/env/ssh"
 	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/plugins"
 	"github.com/corralhq/corral/registry"
 )
-
-// Help lists the targets this build accepts, for flag help and error
-// messages.
-const Help = `"local", "docker://CONTAINER", "docker-image://IMAGE[?options]", "ssh://[user@]host[:port]", "k8s://NAMESPACE/POD[/CONTAINER]" or "k8s-pod://IMAGE[?options]"`
 
 // Check rejects a --backend value this build cannot open, before
 // anything starts, so a typo is a usage error rather than a failed run.
@@ -39,7 +37,7 @@ func Check(target string) error {
 	case target == "local":
 		return nil
 	case target == "":
-		return fmt.Errorf("--backend is empty: use %s", Help)
+		return fmt.Errorf("--backend is empty: use %s", targets.Help)
 	case hasScheme && (scheme == "docker" || scheme == "docker-image"):
 		if _, err := docker.ParseTarget(target); err != nil {
 			return fmt.Errorf("--backend %q: %w", target, err)
@@ -64,9 +62,9 @@ func Check(target string) error {
 				// Short: the directories searched are corral backends' to
 				// show, not every error's.
 				return fmt.Errorf("backend %q: no plugin %s%s is installed (corral backends lists the plugins and where they are looked for); built-in backends: %s",
-					target, plugins.BinaryPrefix, scheme, Help)
+					target, plugins.BinaryPrefix, scheme, targets.Help)
 			}
-			return fmt.Errorf("backend %q: %w; built-in backends: %s", target, err, Help)
+			return fmt.Errorf("backend %q: %w; built-in backends: %s", target, err, targets.Help)
 		}
 		return nil
 	default:
@@ -75,7 +73,7 @@ func Check(target string) error {
 				return fmt.Errorf("backend %q not available: the plugin %s is installed; its targets start with %s:// (--backend %s://)", target, target, target, target)
 			}
 		}
-		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, Help)
+		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, targets.Help)
 	}
 }
 
@@ -113,7 +111,7 @@ type Options struct {
 	// $CORRAL_LOG_MAX, else env.DefaultLogMax; negative, no bound.
 	LogMax int64
 	// environ is the local backend's base environment (nil: this
-	// process's). The daemon sets local.AccountEnviron: its callers send
+	// process's). The daemon sets secrets.AccountEnviron: its callers send
 	// their own environment, and nothing of the daemon's may reach their
 	// commands.
 	Environ []string
@@ -231,7 +229,7 @@ func DaemonOpen(stateDir string, idleClose time.Duration, logMax int64, ceiling 
 		}
 		_ = probe.Close()
 	}
-	return Options{IdleClose: idleClose, Owner: DaemonOwner(stateDir), LogMax: logMax, Environ: local.AccountEnviron(), Ceiling: ceiling}.Open, nil
+	return Options{IdleClose: idleClose, Owner: DaemonOwner(stateDir), LogMax: logMax, Environ: secrets.AccountEnviron(), Ceiling: ceiling}.Open, nil
 }
 
 // PrivateOpen is the Open of a registry that lives as long as one command

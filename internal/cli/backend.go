@@ -3,15 +3,9 @@ package cli
 import (
 	"fmt"
 	"strings"
+
+	"github.com/corralhq/corral/internal/targets"
 )
-
-// defaultBackend is used when --backend is not given.
-const defaultBackend = "local"
-
-// backendHelp lists the targets this build accepts, for flag help and
-// error messages (the same as internal/backends.Help, which a test keeps
-// in step).
-const backendHelp = `"local", "docker://CONTAINER", "docker-image://IMAGE[?options]", "ssh://[user@]host[:port]", "k8s://NAMESPACE/POD[/CONTAINER]" or "k8s-pod://IMAGE[?options]"`
 
 // checkBackend rejects a --backend value that cannot name a backend,
 // before anything starts, so a typo is a usage error rather than a failed
@@ -27,8 +21,8 @@ func checkBackend(target string) error {
 	case target == "local", hasScheme:
 		return nil
 	case target == "":
-		return fmt.Errorf("--backend is empty: use %s", backendHelp)
+		return fmt.Errorf("--backend is empty: use %s", targets.Help)
 	default:
-		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, backendHelp)
+		return fmt.Errorf("backend %q not available: use %s or a plugin's NAME://", target, targets.Help)
 	}
 }

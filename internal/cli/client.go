@@ -31,26 +31,22 @@ const daemonSlowNotice = time.Second
 
 // dial returns a client of the daemon's socket, without a call: the first
 // request finds out whether a daemon answers (daemon.ErrNoDaemon).
-func dial() (*daemon.Client, error) {
+func dial() (*daemon.Client, daemon.Paths, error) {
 	if err := daemonUnavailable(); err != nil {
-		return nil, err
+		return nil, daemon.Paths{}, err
 	}
 	paths, err := daemon.DefaultPaths()
 	if err != nil {
-		return nil, &exitError{code: exitCorralError, msg: err.Error()}
+		return nil, paths, &exitError{code: exitCorralError, msg: err.Error()}
 	}
-	return daemon.NewClient(paths.Socket), nil
+	return daemon.NewClient(paths.Socket), paths, nil
 }
 
 // connect returns a client of the running daemon, starting one if needed.
 func connect(ctx context.Context, stderr io.Writer) (*daemon.Client, daemon.Status, error) {
-	c, err := dial()
+	c, paths, err := dial()
 	if err != nil {
 		return nil, daemon.Status{}, err
-	}
-	paths, err := daemon.DefaultPaths()
-	if err != nil {
-		return nil, daemon.Status{}, &exitError{code: exitCorralError, msg: err.Error()}
 	}
 	st, err := c.Status(ctx)
 	if err == nil {
@@ -148,7 +144,8 @@ func spawnDaemon(paths daemon.Paths) (int, error) {
 // error (2), as docs/api.md promises; anything else is corral's own
 // failure (125). Every class is listed, so that a class added to errclass
 // and forgotten here fails TestEveryClassHasAnExitStatus. The CLI hears of
-// env's classes only as the daemon answers them: InvalidSpec as invalid,
+// env's classes only as the daemon answers them: InvalidSpec as
+// invalid_spec (which run alone reports as a failed start),
 // StdinClosed as not_running, the others as internal errors.
 var exitStatuses = map[errclass.Class]int{
 	errclass.InvalidID:   exitUsage,

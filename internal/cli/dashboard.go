@@ -32,7 +32,7 @@ func newDashboardCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long:  dashboardLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := orBackground(cmd.Context())
+			ctx := cmd.Context()
 			c, _, err := connect(ctx, stderr)
 			if err != nil {
 				return err

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,9 +29,10 @@ type Engine struct {
 	// Check is the full check of a --backend target: its syntax, and that
 	// the plugin that serves it is installed.
 	Check func(target string) error
-	// DaemonOpen returns the daemon's Config.Open; it refuses a ceiling
-	// the local backend cannot enforce.
-	DaemonOpen func(DaemonBackends) (OpenFunc, error)
+	// DaemonOpen returns the Config.Open of the daemon whose state is in
+	// stateDir, configured by serve's flags; it refuses a ceiling the
+	// local backend cannot enforce.
+	DaemonOpen func(stateDir string, idleClose time.Duration, logMax int64, ceiling *env.Limits) (OpenFunc, error)
 	// PrivateOpen returns the Open of a registry that lives as long as one
 	// command (--no-daemon, --in-process).
 	PrivateOpen func(allowEnv []string) OpenFunc
@@ -47,14 +47,6 @@ type Engine struct {
 // OpenFunc resolves a backend target to an Environment (registry.Config's
 // Open).
 type OpenFunc = func(ctx context.Context, target string) (env.Environment, error)
-
-// DaemonBackends configures the daemon's backends (the flags of serve).
-type DaemonBackends struct {
-	StateDir  string
-	IdleClose time.Duration
-	LogMax    int64
-	Ceiling   *env.Limits
-}
 
 // engine is set once, before Main, by corrald (SetEngine); nil in corral.
 var engine *Engine
@@ -144,7 +136,7 @@ func selfOrEngine() (string, error) {
 func handOver(what string, args []string, stdout, stderr io.Writer) error {
 	path, err := enginePath()
 	if err != nil {
-		return &exitError{code: exitCorralError, msg: strings.TrimSpace(what) + ": " + err.Error()}
+		return &exitError{code: exitCorralError, msg: what + ": " + err.Error()}
 	}
 	code, err := execEngine(path, args, stdout, stderr)
 	if err != nil {

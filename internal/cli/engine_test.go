@@ -14,18 +14,11 @@ import (
 // internal/engine, which imports this package): these tests run
 // --no-daemon and serve in process.
 var testEngine = &Engine{
-	Check: backends.Check,
-	DaemonOpen: func(d DaemonBackends) (OpenFunc, error) {
-		return backends.DaemonOpen(d.StateDir, d.IdleClose, d.LogMax, d.Ceiling)
-	},
+	Check:               backends.Check,
+	DaemonOpen:          backends.DaemonOpen,
 	PrivateOpen:         backends.PrivateOpen,
 	WaitSandboxRemovals: backends.WaitSandboxRemovals,
 	Commands:            func(io.Reader, io.Writer, io.Writer) []*cobra.Command { return nil },
-}
-
-// The thin command's help lists the targets the engine accepts.
-func TestBackendHelpIsTheEngines(t *testing.T) {
-	assert.Equal(t, backends.Help, backendHelp)
 }
 
 // TestThinWithoutCorrald: the thin corral (no engine) hands mcp, serve

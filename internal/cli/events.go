@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os/signal"
@@ -66,7 +65,7 @@ not shown to anyone once a caller got the result through wait or logs.`,
 				}
 				return nil
 			}
-			ctx, stop := signal.NotifyContext(orBackground(cmd.Context()), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			err = c.FollowEvents(ctx, nil, print)
 			if err != nil && ctx.Err() == nil {
@@ -78,11 +77,4 @@ not shown to anyone once a caller got the result through wait or logs.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print events as they happen")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one object per event)")
 	return cmd
-}
-
-func orBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
 }

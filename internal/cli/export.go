@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"context"
 	"io"
+
+	"github.com/corralhq/corral/internal/targets"
 )
 
 // What corrald's own commands (internal/engine) share with the rest of the
@@ -12,7 +13,7 @@ import (
 const ExitCorralError = exitCorralError
 
 // DefaultBackend is --backend's default.
-const DefaultBackend = defaultBackend
+const DefaultBackend = targets.Default
 
 // Exit ends a command with exit status code and msg (if any) as one line
 // on stderr.
@@ -38,7 +39,3 @@ func NoDaemon() string {
 	}
 	return noDaemonReason + ": " + noDaemonInstead
 }
-
-// OrBackground is ctx, or the background context for nil (cobra's
-// Context before ExecuteContext).
-func OrBackground(ctx context.Context) context.Context { return orBackground(ctx) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -125,7 +126,7 @@ yourself if you mean to. Nothing listening on N is exit status 1 too.`,
 	f.StringArrayVar(&labels, "label", nil, "with --all: only processes with this label KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.IntVar(&port, "port", 0, "kill the corral tree listening on this TCP port (refused for a program corral did not start)")
-	f.StringVar(&backend, "backend", defaultBackend, "with --port: the backend whose port it is: "+backendHelp)
+	f.StringVar(&backend, "backend", targets.Default, "with --port: the backend whose port it is: "+targets.Help)
 	return cmd
 }
 

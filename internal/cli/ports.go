@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -55,7 +56,7 @@ func newPortsCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&backend, "backend", defaultBackend, "which backend's ports: "+backendHelp)
+	f.StringVar(&backend, "backend", targets.Default, "which backend's ports: "+targets.Help)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -113,7 +114,7 @@ func killPort(ctx context.Context, c *daemon.Client, backend string, port int, o
 
 // inBackend names a backend other than the default in a message.
 func inBackend(backend string) string {
-	if backend == "" || backend == defaultBackend {
+	if backend == "" || backend == targets.Default {
 		return ""
 	}
 	return " in " + backend

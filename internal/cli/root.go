@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +41,8 @@ func usageErrorf(format string, args ...any) error {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(args, stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	// Every command's Context is then this one, never nil.
+	err := root.ExecuteContext(context.Background())
 	if err == nil {
 		return 0
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local/secrets"
 	"github.com/corralhq/corral/internal/errclass"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -133,7 +134,7 @@ func newRunCommand(mainArgs []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.backend, "backend", defaultBackend, "where to run: "+backendHelp)
+	f.StringVar(&o.backend, "backend", targets.Default, "where to run: "+targets.Help)
 	f.DurationVar(&o.timeout, "timeout", 0, "kill the tree after this long (e.g. 90s, 10m; 0 = no limit)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "kill the tree after this long without output (0 = no limit)")
 	f.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when killing")
@@ -433,7 +434,7 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 	if o.private() {
 		reg, err := registry.New(registry.Config{
 			Open:           engine.PrivateOpen(o.allowEnv),
-			DefaultBackend: defaultBackend,
+			DefaultBackend: targets.Default,
 			DefaultGrace:   o.grace,
 			Logger:         slog.Default(),
 		})
@@ -449,7 +450,7 @@ func runService(ctx context.Context, o runOptions, stderr io.Writer) (registry.S
 	}
 	// No status call first: a short run is one round trip to the daemon.
 	// The run itself finds out when none answers (runForeground).
-	c, err := dial()
+	c, _, err := dial()
 	if err != nil {
 		return nil, nil, err
 	}

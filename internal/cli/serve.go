@@ -86,7 +86,7 @@ func newServeCommand(mainArgs []string, stdout, stderr io.Writer) *cobra.Command
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: err.Error()}
 			}
-			open, err := engine.DaemonOpen(DaemonBackends{StateDir: paths.StateDir, IdleClose: idleClose, LogMax: maxLog, Ceiling: ceil})
+			open, err := engine.DaemonOpen(paths.StateDir, idleClose, maxLog, ceil)
 			if err != nil {
 				return &exitError{code: exitCorralError, msg: "serve: " + err.Error()}
 			}

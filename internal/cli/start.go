@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/daemon"
 	"github.com/corralhq/corral/env"
 	"github.com/corralhq/corral/env/local/secrets"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -147,7 +148,7 @@ func newStartCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&backend, "backend", defaultBackend, "where to run: "+backendHelp)
+	f.StringVar(&backend, "backend", targets.Default, "where to run: "+targets.Help)
 	f.StringArrayVar(&labels, "label", nil, "attach a label KEY=VALUE (repeatable), for ps and kill --all")
 	f.StringArrayVar(&req.Watch, "watch", nil, "publish an event when an output line contains this text (repeatable)")
 	f.StringArrayVar(&req.WatchRegex, "watch-regex", nil, "like --watch with a Go regular expression (repeatable)")

@@ -47,7 +47,7 @@ func newStatsCommand(stdout, stderr io.Writer) *cobra.Command {
 		Example: "  corral stats web\n  corral stats -f proc_3f2a9c1d7e00\n  corral stats --json web",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(orBackground(cmd.Context()), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c, _, err := connect(ctx, stderr)
 			if err != nil {

@@ -67,7 +67,7 @@ func newTopCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if asJSON && !once {
 				return usageErrorf("top: --json prints one frame: add --once")
 			}
-			ctx, stop := signal.NotifyContext(orBackground(cmd.Context()), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c, _, err := connect(ctx, stderr)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/acpterm"
 	"github.com/corralhq/corral/internal/backends"
 	"github.com/corralhq/corral/internal/cli"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/registry"
 )
 
@@ -73,7 +74,7 @@ func newACPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.backend, "backend", cli.DefaultBackend, "where the agent's terminals run: "+backends.Help)
+	f.StringVar(&o.backend, "backend", targets.Default, "where the agent's terminals run: "+targets.Help)
 	f.BoolVar(&o.inProcess, "in-process", false, "host a private registry instead of using the corral daemon's; every terminal ends with the proxy")
 	f.StringArrayVar(&o.allowEnv, "allow-env", nil, "pass this secret-looking variable of corral's environment on to terminals (repeatable)")
 	f.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL when a terminal is killed (default: the registry's, 5s)")

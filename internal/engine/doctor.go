@@ -52,7 +52,7 @@ processes. Exit 0 whatever is missing:
 the report is the result. Does not start the daemon.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cli.OrBackground(cmd.Context())
+			ctx := cmd.Context()
 			daemonProbe, open := probeDaemon(ctx)
 			probes := append([]probe{daemonProbe}, open...)
 			probes = append(probes, probeCgroup(), probeLimits(), probePTY(ctx), probeDocker(ctx), probeSSHAgent(), probeKubernetes(ctx))

@@ -15,10 +15,8 @@ import (
 // New is the engine corrald installs (cli.SetEngine).
 func New() *cli.Engine {
 	return &cli.Engine{
-		Check: backends.Check,
-		DaemonOpen: func(d cli.DaemonBackends) (cli.OpenFunc, error) {
-			return backends.DaemonOpen(d.StateDir, d.IdleClose, d.LogMax, d.Ceiling)
-		},
+		Check:               backends.Check,
+		DaemonOpen:          backends.DaemonOpen,
 		PrivateOpen:         backends.PrivateOpen,
 		WaitSandboxRemovals: backends.WaitSandboxRemovals,
 		Commands: func(stdin io.Reader, stdout, stderr io.Writer) []*cobra.Command {

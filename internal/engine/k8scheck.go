@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/backends"
-	"github.com/corralhq/corral/internal/cli"
 	"github.com/corralhq/corral/plugins"
 )
 
@@ -71,7 +70,7 @@ func checkKubernetes(ctx context.Context, f plugins.Found) probe {
 // environment when it opens a target (k8sEnviron, HOME and PATH) and in
 // the same directory, so that it finds the cluster the backend would.
 func runK8sCheck(ctx context.Context, path string) (k8sReport, error) {
-	ctx, cancel := context.WithTimeout(cli.OrBackground(ctx), k8sCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, k8sCheckTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "check")
 	for _, k := range []string{"HOME", "PATH"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/corralhq/corral/internal/backends"
 	"github.com/corralhq/corral/internal/cli"
+	"github.com/corralhq/corral/internal/targets"
 	"github.com/corralhq/corral/mcp"
 )
 
@@ -65,7 +66,7 @@ func newMCPCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.backend, "backend", cli.DefaultBackend, "where commands run: "+backends.Help)
+	f.StringVar(&o.backend, "backend", targets.Default, "where commands run: "+targets.Help)
 	f.BoolVar(&o.inProcess, "in-process", false, "host a private registry instead of using the corral daemon's; every process ends with the server")
 	f.StringVar(&o.http, "http", "", "serve streamable HTTP on this loopback HOST:PORT instead of stdio")
 	f.StringVar(&o.tokenFile, "token-file", "", "with --http: file holding the bearer token (default: generate one and print it on stderr)")
